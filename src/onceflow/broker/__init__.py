@@ -1,0 +1,1 @@
+"""The broker process: asyncio server, request handlers, partition registry."""

@@ -1,0 +1,341 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions and configs.
+
+Validation follows Kafka's controller: names (``Topic.validate``),
+partition counts, replication factor (only 1 exists here:
+INVALID_REPLICATION_FACTOR otherwise), manual assignments (every replica
+list must be exactly this broker), and topic configs (INVALID_CONFIG for an
+unknown key or a bad value).  ``validate_only`` runs every check and changes
+nothing.  DescribeConfigs reports each topic config's effective value and
+where it comes from (a topic override, a broker setting, or the default),
+with synonyms when asked, as Kafka does.  Only topic configs can be altered;
+broker configs are static (set in ``server.properties`` or with ``-o``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigType, render_value, validate_topic_configs
+from ...protocol import apis
+from ...protocol.errors import ErrorCode
+from ..partitions import MAX_PARTITIONS
+from .common import NO_THROTTLE, Request, build, responses
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import KafkaProtocol
+from .metadata import ZERO_UUID
+
+log = logging.getLogger(__name__)
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+# DescribeConfigs config_source values
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+# DescribeConfigs config_type values (v3+)
+_CONFIG_TYPE_CODES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
+
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _replication_error(factor: int) -> str | None:
+    if factor in (-1, 1):
+        return None
+    return f"Replication factor: {factor} larger than available brokers: 1." if factor > 1 else \
+        "Replication factor must be larger than 0, or -1 to use the default value."
+
+
+# -- CreateTopics -------------------------------------------------------------
+
+
+def handle_create_topics(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    results = []
+    seen: dict[str, int] = {}
+    for t in body.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in body.topics:
+        error, message, topic = _create_one(broker, t, body.validate_only, seen[t.name] > 1)
+        if error is not ErrorCode.none:
+            log.info("CreateTopics %s from %s: %s (%s)", t.name, conn.peer, error.name, message)
+        fields: dict[str, Any] = dict(name=t.name, topic_id=ZERO_UUID, error_code=error, error_message=message,
+                                      num_partitions=-1, replication_factor=-1, configs=None)
+        if error is ErrorCode.none:
+            num_partitions, overrides = topic
+            fields.update(num_partitions=num_partitions, replication_factor=1,
+                          configs=_creatable_configs(m, broker, overrides))
+            if not body.validate_only:
+                fields["topic_id"] = broker.registry.topics[t.name].topic_id
+        results.append(build(m.CreatableTopicResult, **fields))
+    return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _create_one(broker: Broker, t: Any, validate_only: bool, duplicated: bool) -> tuple[ErrorCode, str | None, Any]:
+    if duplicated:
+        return ErrorCode.invalid_request, "Duplicate topic name.", None
+    num_partitions = t.num_partitions
+    if t.assignments:
+        if num_partitions != -1 or t.replication_factor != -1:
+            return ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set.", None
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1 without gaps.", None
+        for a in t.assignments:
+            if list(a.broker_ids) != [broker.node_id]:
+                return ErrorCode.invalid_replica_assignment, f"Replica assignment {list(a.broker_ids)} must be [{broker.node_id}] on a single broker.", None
+        num_partitions = len(indexes)
+    else:
+        if num_partitions == -1:
+            num_partitions = broker.config["num.partitions"]
+        reason = _replication_error(t.replication_factor)
+        if reason:
+            return ErrorCode.invalid_replication_factor, reason, None
+        if num_partitions <= 0:
+            return ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.", None
+    configs = {c.name: c.value for c in t.configs}
+    error, message, overrides = broker.registry.check_new_topic(t.name, num_partitions, configs)
+    if error is not ErrorCode.none:
+        return error, message, None
+    if not validate_only:
+        broker.create_topic(t.name, num_partitions, overrides)
+    return ErrorCode.none, None, (num_partitions, overrides)
+
+
+def _creatable_configs(m: Any, broker: Broker, overrides: dict[str, Any]) -> tuple[Any, ...] | None:
+    if not hasattr(m, "CreatableTopicConfigs"):  # CreateTopics v4 and older report no configs
+        return None
+    out = []
+    for key in TOPIC_CONFIGS:
+        value, source = _topic_value(broker, overrides, key)
+        out.append(build(m.CreatableTopicConfigs, name=key, value=render_value(value), read_only=False,
+                         config_source=source, is_sensitive=False))
+    return tuple(out)
+
+
+def _topic_value(broker: Broker, overrides: dict[str, Any], key: str) -> tuple[Any, int]:
+    if key in overrides:
+        return overrides[key], SOURCE_DYNAMIC_TOPIC
+    synonym = TOPIC_CONFIGS[key].synonym
+    value = broker.config.topic_default(key)
+    source = SOURCE_DEFAULT if synonym is None or broker.config.is_default(synonym) else SOURCE_STATIC_BROKER
+    return value, source
+
+
+# -- DeleteTopics -------------------------------------------------------------
+
+
+def handle_delete_topics(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    registry = broker.registry
+    if request.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            topic = registry.by_id.get(topic_id)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = registry.topics.get(name) if name is not None else None
+            missing = ErrorCode.unknown_topic_or_partition
+        error, message = ErrorCode.none, None
+        if topic is None:
+            error = missing
+        elif not broker.config["delete.topic.enable"]:
+            error, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
+        elif topic.internal:
+            error, message = ErrorCode.invalid_topic_exception, f"Topic {topic.name} is internal and cannot be deleted."
+        else:
+            broker.delete_topic(topic.name)
+        if error is not ErrorCode.none:
+            log.info("DeleteTopics %s from %s: %s", name or topic_id, conn.peer, error.name)
+        results.append(build(m.DeletableTopicResult, name=topic.name if topic else name,
+                             topic_id=topic.topic_id if topic else (topic_id or ZERO_UUID),
+                             error_code=error, error_message=message))
+    return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+# -- CreatePartitions ---------------------------------------------------------
+
+
+def handle_create_partitions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    results = []
+    for t in body.topics:
+        topic = broker.registry.topics.get(t.name)
+        error, message = ErrorCode.none, None
+        if topic is None:
+            error, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
+        elif t.count < len(topic.partitions):
+            error, message = ErrorCode.invalid_partitions, f"Topic currently has {len(topic.partitions)} partitions, which is higher than the requested {t.count}."
+        elif t.count == len(topic.partitions):
+            error, message = ErrorCode.invalid_partitions, f"Topic already has {t.count} partitions."
+        elif t.count > MAX_PARTITIONS:
+            error, message = ErrorCode.invalid_partitions, f"A topic may have at most {MAX_PARTITIONS} partitions."
+        elif t.assignments is not None and (
+            len(t.assignments) != t.count - len(topic.partitions)
+            or any(list(a.broker_ids) != [broker.node_id] for a in t.assignments)
+        ):
+            error, message = ErrorCode.invalid_replica_assignment, "Replica assignments must name this broker once per new partition."
+        elif not body.validate_only:
+            broker.registry.add_partitions(t.name, t.count, broker.clock.now_ms())
+        results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=error, error_message=message))
+    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+# -- DescribeConfigs ----------------------------------------------------------
+
+
+def handle_describe_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    include_synonyms = bool(getattr(body, "include_synonyms", False))
+    include_docs = bool(getattr(body, "include_documentation", False))
+    results = []
+    for res in body.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys else None
+        error, message, entries = ErrorCode.none, None, []
+        if res.resource_type == RESOURCE_TOPIC:
+            topic = broker.registry.topics.get(res.resource_name)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
+            else:
+                for key, row in TOPIC_CONFIGS.items():
+                    if keys is not None and key not in keys:
+                        continue
+                    value, source = _topic_value(broker, dict(topic.config.overrides), key)
+                    synonyms = _topic_synonyms(m, broker, dict(topic.config.overrides), key) if include_synonyms else ()
+                    entries.append(_config_entry(m, key, value, source, row, synonyms, include_docs))
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                error, message = ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id}"
+            else:
+                for key, row in BROKER_CONFIGS.items():
+                    if keys is not None and key not in keys:
+                        continue
+                    source = SOURCE_DEFAULT if broker.config.is_default(key) else SOURCE_STATIC_BROKER
+                    synonyms = ((build(m.DescribeConfigsSynonym, name=key, value=render_value(broker.config[key]), source=source),)
+                                if include_synonyms else ())
+                    entries.append(_config_entry(m, key, broker.config[key], source, row, synonyms, include_docs, read_only=True))
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            entries = []
+        else:
+            error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+        results.append(build(m.DescribeConfigsResult, error_code=error, error_message=message, resource_type=res.resource_type,
+                             resource_name=res.resource_name, configs=tuple(entries)))
+    return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _config_entry(m: Any, key: str, value: Any, source: int, row: Any, synonyms: tuple[Any, ...], include_docs: bool,
+                  read_only: bool = False) -> Any:
+    return build(
+        m.DescribeConfigsResourceResult,
+        name=key, value=render_value(value), read_only=read_only, config_source=source, is_default=source == SOURCE_DEFAULT,
+        is_sensitive=False, synonyms=synonyms, config_type=_CONFIG_TYPE_CODES[row.type],
+        documentation=row.doc if include_docs else None,
+    )
+
+
+def _topic_synonyms(m: Any, broker: Broker, overrides: dict[str, Any], key: str) -> tuple[Any, ...]:
+    out = []
+    if key in overrides:
+        out.append(build(m.DescribeConfigsSynonym, name=key, value=render_value(overrides[key]), source=SOURCE_DYNAMIC_TOPIC))
+    synonym = TOPIC_CONFIGS[key].synonym
+    if synonym is not None:
+        source = SOURCE_DEFAULT if broker.config.is_default(synonym) else SOURCE_STATIC_BROKER
+        out.append(build(m.DescribeConfigsSynonym, name=synonym, value=render_value(broker.config.topic_default(key)), source=source))
+    return tuple(out)
+
+
+# -- AlterConfigs / IncrementalAlterConfigs -----------------------------------
+
+
+def handle_alter_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    """AlterConfigs replaces a topic's whole set of overrides."""
+    m = responses(request)
+    out = []
+    for res in request.body.resources:
+        new = {c.name: c.value for c in res.configs if c.value is not None}
+        error, message = _apply_topic_configs(broker, res, lambda _old, new=new: new, request.body.validate_only)
+        out.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
+                         resource_type=res.resource_type, resource_name=res.resource_name))
+    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
+
+
+def handle_incremental_alter_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    out = []
+    for res in request.body.resources:
+
+        def change(old: dict[str, Any], res: Any = res) -> dict[str, Any]:
+            new = {k: render_value(v) for k, v in old.items()}
+            for c in res.configs:
+                if c.config_operation == OP_SET:
+                    new[c.name] = c.value
+                elif c.config_operation == OP_DELETE:
+                    new.pop(c.name, None)
+                elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+                    row = TOPIC_CONFIGS.get(c.name)
+                    if row is None or row.type is not ConfigType.LIST:
+                        raise ConfigError(f"{c.name} is not a list config; APPEND/SUBTRACT do not apply")
+                    current = [x for x in str(new.get(c.name) or render_value(broker.config.topic_default(c.name)) or "").split(",") if x]
+                    items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+                    if c.config_operation == OP_APPEND:
+                        current += [x for x in items if x not in current]
+                    else:
+                        current = [x for x in current if x not in items]
+                    new[c.name] = ",".join(current)
+                else:
+                    raise ConfigError(f"unknown operation {c.config_operation}")
+            return new
+
+        error, message = _apply_topic_configs(broker, res, change, request.body.validate_only)
+        out.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
+                         resource_type=res.resource_type, resource_name=res.resource_name))
+    return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
+
+
+def _apply_topic_configs(broker: Broker, res: Any, change: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if res.resource_type == RESOURCE_BROKER:
+        return ErrorCode.invalid_request, "Broker configs are static here: set them in server.properties or with -o"
+    if res.resource_type != RESOURCE_TOPIC:
+        return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+    topic = broker.registry.topics.get(res.resource_name)
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
+    try:
+        overrides = validate_topic_configs(change(dict(topic.config.overrides)))
+    except ConfigError as exc:
+        return ErrorCode.invalid_config, str(exc)
+    if not validate_only:
+        broker.registry.set_topic_config(topic.name, overrides)
+    return ErrorCode.none, None
+
+
+HANDLERS = {
+    apis.CREATE_TOPICS: handle_create_topics,
+    apis.DELETE_TOPICS: handle_delete_topics,
+    apis.CREATE_PARTITIONS: handle_create_partitions,
+    apis.DESCRIBE_CONFIGS: handle_describe_configs,
+    apis.ALTER_CONFIGS: handle_alter_configs,
+    apis.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+}

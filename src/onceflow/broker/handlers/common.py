@@ -1,0 +1,38 @@
+"""Helpers shared by the request handlers."""
+
+from __future__ import annotations
+
+import datetime
+from types import ModuleType
+from typing import Any
+
+from ...protocol import apis
+from ...protocol.framing import Request
+
+__all__ = ["NO_THROTTLE", "Request", "build", "ms", "responses", "timestamp"]
+
+#: throttle_time_ms = 0 (kio models durations as timedelta).
+NO_THROTTLE = datetime.timedelta(0)
+
+build = apis.build
+
+
+def responses(request: Request) -> ModuleType:
+    """The kio module with the response entities for this request's API version."""
+    return apis.response_module(request.api_key, request.api_version)
+
+
+def ms(value: Any) -> int:
+    """A kio duration (timedelta) or plain number as integer milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(round(value.total_seconds() * 1000))
+    return int(value)
+
+
+def timestamp(ms_since_epoch: int) -> Any:
+    """A kio TZAware timestamp, or None for Kafka's -1 ("no timestamp")."""
+    if ms_since_epoch < 0:
+        return None
+    from kio.static.primitive import TZAware
+
+    return TZAware.parse(datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC))

@@ -1,0 +1,226 @@
+"""Fetch (with long polling) and ListOffsets.
+
+Fetch reads each requested partition's stored bytes from the batch holding
+the fetch offset, bounded by the partition's ``partition_max_bytes``, what is
+left of the request's ``max_bytes``, and the high watermark (the last stable
+offset for ``isolation_level=1``).  The first partition that returns data
+returns at least one whole batch even if it exceeds the limits (KIP-74), so a
+consumer can never be stuck behind a large batch.  Record bytes are passed
+through untouched: no record is decoded here.
+
+If fewer than ``min_bytes`` are available and no partition has an error, the
+request waits (up to ``max_wait_ms``) for any of its partitions' high
+watermark to move, then reads again: the long poll consumers rely on.
+
+Fetch sessions (KIP-227) are not kept: every answer is sessionless
+(session id 0), which clients treat as "send full requests".  A request
+naming a session id we never issued gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ...protocol import apis
+from ...protocol.errors import ErrorCode
+from .common import NO_THROTTLE, Request, build, ms, responses
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import KafkaProtocol
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LEADER_EPOCH = 0
+
+
+def _epoch_error(requested: int) -> ErrorCode | None:
+    """KIP-320 leader-epoch fencing: the only leader epoch here is 0."""
+    if requested < 0 or requested == LEADER_EPOCH:
+        return None
+    return ErrorCode.unknown_leader_epoch if requested > LEADER_EPOCH else ErrorCode.fenced_leader_epoch
+
+
+class _FetchPlan:
+    """One Fetch request's partitions, re-resolved on every read (topics may vanish meanwhile)."""
+
+    def __init__(self, broker: Broker, request: Request) -> None:
+        self.broker = broker
+        self.request = request
+        self.m = responses(request)
+        self.by_id = request.api_version >= 13
+        body = request.body
+        self.committed = getattr(body, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
+        self.max_bytes = body.max_bytes
+
+    def _topic(self, fetch_topic: Any) -> Any:
+        registry = self.broker.registry
+        if self.by_id:
+            return registry.by_id.get(fetch_topic.topic_id)
+        return registry.topics.get(fetch_topic.topic)
+
+    def logs(self) -> list[Any]:
+        out = []
+        for fetch_topic in self.request.body.topics:
+            topic = self._topic(fetch_topic)
+            if topic is None:
+                continue
+            for p in fetch_topic.partitions:
+                if 0 <= p.partition < len(topic.partitions):
+                    out.append(topic.partitions[p.partition])
+        return out
+
+    def read(self) -> tuple[Any, int, bool]:
+        """(response, bytes of records, whether any partition has an error)."""
+        m = self.m
+        remaining = self.max_bytes
+        min_one = True
+        total = 0
+        any_error = False
+        topics = []
+        for fetch_topic in self.request.body.topics:
+            topic = self._topic(fetch_topic)
+            parts = []
+            for p in fetch_topic.partitions:
+                partition = None
+                if topic is None:
+                    error = ErrorCode.unknown_topic_id if self.by_id else ErrorCode.unknown_topic_or_partition
+                elif not 0 <= p.partition < len(topic.partitions):
+                    error = ErrorCode.unknown_topic_or_partition
+                else:
+                    partition = topic.partitions[p.partition]
+                    error = _epoch_error(getattr(p, "current_leader_epoch", -1)) or ErrorCode.none
+                records = b""
+                hw = lso = start = -1
+                if partition is not None and error is ErrorCode.none:
+                    upper = partition.last_stable_offset if self.committed else partition.high_watermark
+                    limit = max(0, min(p.partition_max_bytes, remaining))
+                    result = partition.read(p.fetch_offset, limit, upper, min_one=min_one and limit > 0)
+                    hw, lso, start = partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
+                    if isinstance(result, ErrorCode):
+                        error = result
+                    else:
+                        records = result.records
+                        if records:
+                            min_one = False
+                            remaining -= len(records)
+                            total += len(records)
+                if error is not ErrorCode.none:
+                    any_error = True
+                parts.append(
+                    build(
+                        m.PartitionData,
+                        partition_index=p.partition,
+                        error_code=error,
+                        high_watermark=hw,
+                        last_stable_offset=lso,
+                        log_start_offset=start,
+                        aborted_transactions=() if self.committed else None,
+                        preferred_read_replica=-1,
+                        records=records,
+                    )
+                )
+            if self.by_id:
+                topics.append(build(m.FetchableTopicResponse, topic_id=fetch_topic.topic_id, partitions=tuple(parts)))
+            else:
+                topics.append(build(m.FetchableTopicResponse, topic=fetch_topic.topic, partitions=tuple(parts)))
+        response = build(
+            m.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(topics)
+        )
+        return response, total, any_error
+
+
+def handle_fetch(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    body = request.body
+    if getattr(body, "session_id", 0) != 0:
+        m = responses(request)
+        return build(
+            m.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=()
+        )
+    plan = _FetchPlan(broker, request)
+    response, total, any_error = plan.read()
+    max_wait = ms(body.max_wait)
+    if total >= body.min_bytes or any_error or max_wait <= 0 or not body.topics:
+        return response
+    return _long_poll(plan, max_wait, body.min_bytes)
+
+
+async def _long_poll(plan: _FetchPlan, max_wait_ms: int, min_bytes: int) -> Any:
+    loop = asyncio.get_running_loop()
+    registry = plan.broker.registry
+    deadline = loop.time() + max_wait_ms / 1000
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return plan.read()[0]
+        logs = plan.logs()
+        fut = registry.watch(logs)
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            registry.unwatch(logs, fut)
+        response, total, any_error = plan.read()
+        if total >= min_bytes or any_error:
+            return response
+
+
+def handle_list_offsets(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    committed = getattr(body, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
+    topics = []
+    for t in body.topics:
+        topic = broker.registry.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            error = ErrorCode.none
+            offset = ts = -1
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                error = _epoch_error(getattr(p, "current_leader_epoch", -1)) or ErrorCode.none
+            if error is ErrorCode.none:
+                partition = topic.partitions[p.partition_index]
+                offset, ts = _lookup(partition, p.timestamp, committed)
+            parts.append(
+                build(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=LEADER_EPOCH if error is ErrorCode.none else -1,
+                )
+            )
+        topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
+    return build(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _lookup(partition: Any, target: int, committed: bool) -> tuple[int, int]:
+    if target == LATEST_TIMESTAMP:
+        return (partition.last_stable_offset if committed else partition.high_watermark), -1
+    if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return partition.log_start_offset, -1
+    if target == MAX_TIMESTAMP:
+        found = partition.max_timestamp_offset()
+    elif target >= 0:
+        found = partition.offset_for_timestamp(target)
+    else:
+        return -1, -1
+    if found is None:
+        return -1, -1
+    offset, ts = found
+    if committed and offset >= partition.last_stable_offset:
+        return -1, -1
+    return offset, ts
+
+
+HANDLERS = {apis.FETCH: handle_fetch, apis.LIST_OFFSETS: handle_list_offsets}

@@ -1,0 +1,169 @@
+"""ApiVersions, Metadata and DescribeCluster: what the cluster is and what it speaks.
+
+This broker is a one-node cluster: it is every partition's leader, its only
+replica and the controller.  Leader epochs are 0.  Metadata auto-creates
+topics the way Kafka does (``auto.create.topics.enable`` and the request's
+``allow_auto_topic_creation``, never for internal or illegal names); the
+topic is created before the answer is built, so the client sees it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.api_versions.v0 import response as api_versions_v0
+
+from ...protocol import apis
+from ...protocol.errors import ErrorCode
+from ..partitions import Topic, topic_name_error
+from .common import NO_THROTTLE, Request, build, responses
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import KafkaProtocol
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _api_keys(module: Any) -> tuple[Any, ...]:
+    return tuple(
+        build(module.ApiVersion, api_key=key, min_version=lo, max_version=hi)
+        for key, (lo, hi) in sorted(apis.SUPPORTED.items())
+    )
+
+
+def handle_api_versions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    error = ErrorCode.none
+    if request.api_version >= 3 and not (
+        _SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)
+    ):
+        error = ErrorCode.invalid_request
+        log.info("ApiVersions from %s: invalid client software name/version %r %r", conn.peer,
+                 body.client_software_name, body.client_software_version)
+    return build(m.ApiVersionsResponse, error_code=error, api_keys=_api_keys(m), throttle_time=NO_THROTTLE)
+
+
+def unknown_api_versions_response() -> Any:
+    """KIP-511: a v0 answer (UNSUPPORTED_VERSION + our ranges) to an ApiVersions version we do not know."""
+    m = api_versions_v0
+    return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
+
+
+def partition_metadata(m: Any, broker: Broker, topic: Topic) -> tuple[Any, ...]:
+    node = broker.node_id
+    return tuple(
+        build(
+            m.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p.partition,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for p in topic.partitions
+    )
+
+
+def handle_metadata(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    registry = broker.registry
+    version = request.api_version
+    allow_create = bool(getattr(body, "allow_auto_topic_creation", True)) and broker.config["auto.create.topics.enable"]
+    if body.topics is None:
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [(t.name, None) for t in registry.topics.values()]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
+    include_ops = bool(getattr(body, "include_topic_authorized_operations", False))
+    topics = []
+    for name, topic_id in wanted:
+        topic = None
+        error = ErrorCode.none
+        if name is None:
+            topic = registry.by_id.get(topic_id) if topic_id else None
+            if topic is None:
+                error = ErrorCode.unknown_topic_id
+        else:
+            topic = registry.topics.get(name)
+            if topic is None:
+                if topic_name_error(name):
+                    error = ErrorCode.invalid_topic_exception
+                elif allow_create and not name.startswith("__"):
+                    topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                else:
+                    error = ErrorCode.unknown_topic_or_partition
+        topics.append(
+            build(
+                m.MetadataResponseTopic,
+                error_code=error,
+                name=topic.name if topic else name,
+                topic_id=topic.topic_id if topic else ZERO_UUID,
+                is_internal=topic.internal if topic else False,
+                partitions=partition_metadata(m, broker, topic) if topic else (),
+                topic_authorized_operations=_ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    fields: dict[str, Any] = dict(
+        throttle_time=NO_THROTTLE,
+        brokers=(build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
+        cluster_id=registry.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+    )
+    if 8 <= version <= 10:
+        include_cluster = bool(getattr(body, "include_cluster_authorized_operations", False))
+        fields["cluster_authorized_operations"] = _ALL_CLUSTER_OPERATIONS if include_cluster else AUTHORIZED_OPERATIONS_OMITTED
+    return build(m.MetadataResponse, **fields)
+
+
+def handle_describe_cluster(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    endpoint_type = getattr(body, "endpoint_type", 1)
+    if endpoint_type != 1:
+        return build(
+            m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="Only the broker endpoint type is served", endpoint_type=endpoint_type,
+            cluster_id=broker.registry.cluster_id, controller_id=-1, brokers=(),
+        )
+    return build(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.registry.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
+        cluster_authorized_operations=_ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _bits(*ops: int) -> int:
+    out = 0
+    for op in ops:
+        out |= 1 << op
+    return out
+
+
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. No authorizer: everything is allowed.
+_ALL_TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
+_ALL_CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
+
+HANDLERS = {
+    apis.API_VERSIONS: handle_api_versions,
+    apis.METADATA: handle_metadata,
+    apis.DESCRIBE_CLUSTER: handle_describe_cluster,
+}

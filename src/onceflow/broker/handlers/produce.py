@@ -1,0 +1,153 @@
+"""Produce: append each partition's batch, then answer by acks.
+
+Per partition: find the log (UNKNOWN_TOPIC_OR_PARTITION if none; internal
+topics are closed to clients), let ``PartitionLog.append_produced`` validate
+and append the one batch, and mark the partition dirty for group commit.
+Then, by ``acks``:
+
+* ``-1`` (all): answer once every appended partition's high watermark covers
+  the batch, i.e. once it is fsynced; ``timeout`` bounds the wait
+  (REQUEST_TIMED_OUT, as Kafka answers when replication is too slow).
+* ``1``: answer at once; the data is in the page cache and becomes visible to
+  consumers when the next group commit makes it durable.
+* ``0``: no answer at all; if a partition failed, the connection is closed so
+  the producer notices (Kafka does the same).
+
+Idempotent and transactional batches (a producer id in the header) need
+producer state, which is not implemented yet: they are refused with
+UNKNOWN_PRODUCER_ID rather than stored without their guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...protocol import apis
+from ...protocol.errors import ErrorCode
+from ...records.batch import Invalid
+from .common import NO_THROTTLE, Request, build, ms, responses, timestamp
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import KafkaProtocol
+
+log = logging.getLogger(__name__)
+
+
+class _PartitionOutcome:
+    __slots__ = ("index", "error", "base_offset", "log_append_time", "log_start_offset", "message", "durable_at", "log")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.error = ErrorCode.none
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.message: str | None = None
+        self.durable_at = -1
+        self.log: Any = None
+
+
+def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    body = request.body
+    acks = body.acks
+    now = broker.clock.now_ms()
+    outcomes: list[tuple[str, list[_PartitionOutcome]]] = []
+    failed = False
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        topic = broker.registry.topics.get(name)
+        results = []
+        for pdata in topic_data.partition_data:
+            out = _PartitionOutcome(pdata.index)
+            results.append(out)
+            if acks not in (-1, 0, 1):
+                out.error = ErrorCode.invalid_required_acks
+            elif topic is None or not 0 <= pdata.index < len(topic.partitions):
+                out.error = ErrorCode.unknown_topic_or_partition
+            elif topic.internal:
+                out.error = ErrorCode.invalid_topic_exception
+                out.message = f"Cannot append to internal topic {name}"
+            elif not pdata.records:
+                out.error = ErrorCode.corrupt_message
+                out.message = "empty record set"
+            else:
+                _append(broker, topic.partitions[pdata.index], pdata.records, now, out, conn)
+            if out.error is not ErrorCode.none:
+                failed = True
+        outcomes.append((name, results))
+    if acks == 0:
+        if failed:
+            log.info("acks=0 produce from %s had errors; closing the connection so the producer notices", conn.peer)
+            conn.close()
+        return None
+    if acks == -1:
+        waits = [(o, broker.wait_durable(o.log, o.durable_at)) for _, rs in outcomes for o in rs if o.log is not None]
+        if any(not fut.done() for _, fut in waits):
+            return _respond_when_durable(request, outcomes, waits, ms(body.timeout))
+        _settle(waits)
+    return _response(request, outcomes)
+
+
+def _append(broker: Broker, partition: Any, records: bytes, now: int, out: _PartitionOutcome, conn: KafkaProtocol) -> None:
+    result = partition.append_produced(records, now)
+    if isinstance(result, Invalid):
+        out.error = result.error
+        out.message = result.reason
+        log.info("produce to %s from %s refused: %s (%s)", partition.name, conn.peer, result.error.name, result.reason)
+        return
+    out.base_offset = result.base_offset
+    out.log_append_time = result.log_append_time
+    out.log_start_offset = result.log_start_offset
+    out.durable_at = result.last_offset + 1
+    out.log = partition
+    broker.after_append(partition)
+
+
+async def _respond_when_durable(request: Request, outcomes: Any, waits: list[Any], timeout_ms: int) -> Any:
+    futures = [fut for _, fut in waits]
+    try:
+        await asyncio.wait_for(asyncio.shield(asyncio.gather(*futures, return_exceptions=True)), max(timeout_ms, 0) / 1000)
+    except asyncio.TimeoutError:
+        pass
+    _settle(waits)
+    return _response(request, outcomes)
+
+
+def _settle(waits: list[Any]) -> None:
+    for out, fut in waits:
+        if not fut.done():
+            out.error = ErrorCode.request_timed_out
+        elif fut.cancelled() or fut.exception() is not None:
+            out.error = ErrorCode.kafka_storage_error
+            out.message = "the write could not be made durable"
+
+
+def _response(request: Request, outcomes: list[tuple[str, list[_PartitionOutcome]]]) -> Any:
+    m = responses(request)
+    topics = tuple(
+        build(
+            m.TopicProduceResponse,
+            name=name,
+            partition_responses=tuple(
+                build(
+                    m.PartitionProduceResponse,
+                    index=o.index,
+                    error_code=o.error,
+                    base_offset=o.base_offset if o.error is ErrorCode.none else -1,
+                    log_append_time=timestamp(o.log_append_time),
+                    log_start_offset=o.log_start_offset,
+                    record_errors=(),
+                    error_message=o.message if o.error is not ErrorCode.none else None,
+                )
+                for o in results
+            ),
+        )
+        for name, results in outcomes
+    )
+    return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+
+
+HANDLERS = {apis.PRODUCE: handle_produce}

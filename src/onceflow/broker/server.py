@@ -1,0 +1,231 @@
+"""The asyncio network layer: bytes between sockets and the sans-I/O protocol core.
+
+Theory of operation (after uvicorn's H11Protocol): one ``KafkaProtocol``
+per connection feeds received bytes to a ``FrameReader``, parses each
+complete frame into a ``Request`` and hands it to its handler at once, in
+arrival order.  A handler returns a response entity, an awaitable of one
+(a produce waiting for fsync, a fetch long-polling, a JoinGroup waiting for
+the rebalance), or None (acks=0 produce: no response).
+
+Requests are *pipelined*: the next request is handled while an earlier one
+is still waiting, so a producer with several requests in flight shares one
+group-committed fsync among all of them.  Responses still leave strictly in
+request order (Kafka's rule): each request takes a slot in a FIFO and a slot
+is written only once it and every slot before it are complete.
+
+Back-pressure: when a connection has ``queued.max.requests`` requests in
+flight, or the transport's write buffer is above its high-water mark, the
+connection stops reading until it drains.
+
+Failures stay on their connection: a frame that is too large or cannot be
+parsed, or an unknown API key or version, is logged in one line and closes
+that connection only (with the KIP-511 ApiVersions exception); a handler
+that raises is logged with its traceback and closes its connection, and the
+broker keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..protocol.errors import ProtocolError
+from ..protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
+
+log = logging.getLogger(__name__)
+
+#: handler(request, connection) -> response | awaitable response | None
+Handler = Callable[[Request, "KafkaProtocol"], Any]
+
+
+class _Slot:
+    __slots__ = ("correlation_id", "body", "future", "request")
+
+    def __init__(self, request: Request | None, correlation_id: int) -> None:
+        self.request = request
+        self.correlation_id = correlation_id
+        self.body: Any = None
+        self.future: asyncio.Future[Any] | None = None
+
+
+class ServerState:
+    """What the server shares across connections."""
+
+    def __init__(self) -> None:
+        self.connections: set[KafkaProtocol] = set()
+        self.total_requests = 0
+        #: client software name (KIP-511, else client id) -> api key -> versions used.
+        self.versions_seen: dict[str, dict[int, set[int]]] = {}
+
+    def note(self, client: str, request: Request) -> None:
+        per_client = self.versions_seen.get(client)
+        if per_client is None:
+            per_client = self.versions_seen[client] = {}
+        versions = per_client.get(request.api_key)
+        if versions is None:
+            versions = per_client[request.api_key] = set()
+        versions.add(request.api_version)
+
+
+class KafkaProtocol(asyncio.Protocol):
+    def __init__(
+        self,
+        dispatch: Callable[[Request, KafkaProtocol], Any],
+        unknown_api_versions: Callable[[UnknownApiVersions], Any],
+        state: ServerState,
+        max_frame_bytes: int,
+        max_in_flight: int,
+    ) -> None:
+        self._dispatch = dispatch
+        self._unknown_api_versions = unknown_api_versions
+        self._state = state
+        self._reader = FrameReader(max_frame_bytes)
+        self._max_in_flight = max_in_flight
+        self._slots: deque[_Slot] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._read_paused = False
+        self._write_paused = False
+        self._closing = False
+        self.peer = "?"
+        self.client_host = ""
+        #: What the client calls itself: KIP-511 software name/version, else its client id.
+        self.client_name = ""
+
+    # -- asyncio.Protocol -----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.client_host = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self._state.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._state.connections.discard(self)
+        for slot in self._slots:
+            if slot.future is not None and not slot.future.done():
+                slot.future.cancel()
+        self._slots.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._reader.receive_data(data)
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        while not self._closing and len(self._slots) < self._max_in_flight:
+            try:
+                frame = self._reader.next_frame()
+            except ProtocolError as exc:
+                self._fail(f"{exc}")
+                return
+            if frame is NEED_DATA:
+                break
+            self._handle_frame(frame)  # type: ignore[arg-type]
+        self._update_reading()
+
+    # -- requests -------------------------------------------------------------
+
+    def _handle_frame(self, frame: bytes) -> None:
+        try:
+            request = parse_request(frame)
+        except ProtocolError as exc:
+            self._fail(str(exc))
+            return
+        self._state.total_requests += 1
+        if isinstance(request, UnknownApiVersions):
+            self._push(_Slot(None, request.correlation_id), self._unknown_api_versions(request))
+            return
+        if not self.client_name:
+            body = request.body
+            name = getattr(body, "client_software_name", "")
+            self.client_name = f"{name} {body.client_software_version}" if name else (request.client_id or "unknown")
+        self._state.note(self.client_name, request)
+        try:
+            result = self._dispatch(request, self)
+        except Exception:
+            log.exception("%s v%d from %s failed; closing the connection", request.name, request.api_version, self.peer)
+            self._abort()
+            return
+        if result is None:
+            return  # acks=0 produce: Kafka sends no response
+        self._push(_Slot(request, request.correlation_id), result)
+
+    def _push(self, slot: _Slot, result: Any) -> None:
+        if isinstance(result, Awaitable):  # type: ignore[misc, arg-type]
+            slot.future = asyncio.ensure_future(result)
+            slot.future.add_done_callback(self._on_done)
+        else:
+            slot.body = result
+        self._slots.append(slot)
+        self._flush_ready()
+
+    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+        self._flush_ready()
+        self._process_frames()
+
+    def _flush_ready(self) -> None:
+        transport = self._transport
+        while self._slots and not self._closing:
+            slot = self._slots[0]
+            if slot.future is not None:
+                if not slot.future.done():
+                    return
+                if slot.future.cancelled():
+                    self._abort()
+                    return
+                exc = slot.future.exception()
+                if exc is not None:
+                    request = slot.request
+                    name = f"{request.name} v{request.api_version}" if request else "request"
+                    log.error("%s from %s failed; closing the connection", name, self.peer, exc_info=exc)
+                    self._abort()
+                    return
+                slot.body = slot.future.result()
+            self._slots.popleft()
+            if slot.body is None:
+                continue
+            assert transport is not None
+            transport.write(encode_response(slot.correlation_id, slot.body))
+
+    # -- flow control and closing ---------------------------------------------
+
+    def _update_reading(self) -> None:
+        if self._transport is None or self._closing:
+            return
+        should_pause = self._write_paused or len(self._slots) >= self._max_in_flight
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            self._transport.pause_reading()
+        elif not should_pause and self._read_paused:
+            self._read_paused = False
+            self._transport.resume_reading()
+            if self._reader.buffered:
+                asyncio.get_running_loop().call_soon(self._process_frames)
+
+    def _fail(self, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._abort()
+
+    def _abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def close(self) -> None:
+        self._abort()

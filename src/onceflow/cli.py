@@ -1,0 +1,107 @@
+"""The ``onceflow`` command.
+
+    onceflow broker [--data-dir DIR] [--listen HOST:PORT] [--config server.properties] [-o key=value ...]
+    onceflow demo [--bootstrap-servers HOST:PORT]
+    onceflow bench produce|consume [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .config import BrokerConfig, ConfigError
+
+log = logging.getLogger("onceflow")
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from .broker.broker import Broker
+
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        print(f"onceflow broker: {exc}", file=sys.stderr)
+        return 2
+    host, port = args.listen
+
+    async def run() -> None:
+        broker = Broker(config, args.data_dir, host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await broker.start()
+        print(f"onceflow broker ready on {broker.host}:{broker.port}", flush=True)
+        await stop.wait()
+        log.info("shutting down")
+        await broker.stop()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.bootstrap_servers)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
+    parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("broker", help="run the broker")
+    b.add_argument("--data-dir", default="./.onceflow/data", help="where logs and metadata live (default ./.onceflow/data)")
+    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092), help="HOST:PORT to serve and advertise (default 127.0.0.1:9092)")
+    b.add_argument("--config", help="a Kafka server.properties file")
+    b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
+    b.set_defaults(func=cmd_broker)
+
+    d = sub.add_parser("demo", help="produce and consume a sample stream and report what happened")
+    d.add_argument("--bootstrap-servers", help="use this broker instead of starting an embedded one")
+    d.set_defaults(func=cmd_demo)
+
+    from .bench import add_arguments
+
+    add_arguments(sub.add_parser("bench", help="throughput benchmarks (confluent-kafka as the load generator)"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.log_level)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,336 @@
+"""Broker and topic configuration, with Kafka's names and Kafka's defaults.
+
+Theory of operation: ``BROKER_CONFIGS`` and ``TOPIC_CONFIGS`` are tables of
+``ConfigDef`` rows (name, type, default, doc).  A ``BrokerConfig`` is built
+from those defaults, then a ``server.properties`` file, then ``-o key=value``
+overrides, in that order; every value is parsed and checked against its row
+once, at start-up.  A topic's effective configuration is its own overrides on
+top of the broker-wide synonym of each key (``retention.ms`` falls back to
+``log.retention.ms``, as in Kafka's ``LogConfig``), which is also what
+DescribeConfigs reports as each entry's source.
+
+Keys Kafka has but Onceflow has no use for (thread pools, replication,
+listeners security...) are accepted and ignored with one log line, so an
+existing ``server.properties`` works unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ConfigType(Enum):
+    BOOLEAN = "BOOLEAN"
+    STRING = "STRING"
+    INT = "INT"
+    SHORT = "SHORT"
+    LONG = "LONG"
+    DOUBLE = "DOUBLE"
+    LIST = "LIST"
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used (Kafka's INVALID_CONFIG)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    validator: Callable[[Any], bool] | None = None
+    #: The broker-wide key a topic-level key falls back to (topic configs only).
+    synonym: str | None = None
+
+    def parse(self, raw: Any) -> Any:
+        value = _parse_value(self.name, self.type, raw)
+        if self.validator is not None and value is not None and not self.validator(value):
+            raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}")
+        return value
+
+
+_INT_RANGES = {
+    ConfigType.INT: (-(2**31), 2**31 - 1),
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.LONG: (-(2**63), 2**63 - 1),
+}
+
+
+def _parse_value(name: str, kind: ConfigType, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if kind in _INT_RANGES:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: not a number") from None
+        low, high = _INT_RANGES[kind]
+        if not low <= value <= high:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: out of range")
+        return value
+    if kind is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        raise ConfigError(f"Invalid value {raw!r} for configuration {name}: expected true or false")
+    if kind is ConfigType.DOUBLE:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}") from None
+    if kind is ConfigType.LIST:
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw if str(x).strip()]
+        return [part.strip() for part in str(raw).split(",") if part.strip()]
+    return str(raw).strip()
+
+
+def _at_least(n: int) -> Callable[[Any], bool]:
+    return lambda v: v >= n
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: v in choices
+
+
+def _cleanup_policy(values: list[str]) -> bool:
+    return bool(values) and all(v in ("delete", "compact") for v in values)
+
+
+_MS_PER_HOUR = 3_600_000
+
+# fmt: off
+_BROKER_ROWS: list[ConfigDef] = [
+    ConfigDef("node.id", ConfigType.INT, 1, "This broker's node id.", _at_least(0)),
+    ConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, True, "Create a topic when a client asks for one that does not exist."),
+    ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics."),
+    ConfigDef("num.partitions", ConfigType.INT, 1, "Partitions of an auto-created topic.", _at_least(1)),
+    ConfigDef("default.replication.factor", ConfigType.INT, 1, "Replication factor of an auto-created topic (only 1 on a single broker).", _one_of(1)),  # type: ignore[arg-type]
+    ConfigDef("message.max.bytes", ConfigType.INT, 1048588, "Largest record batch the broker accepts.", _at_least(0)),
+    ConfigDef("socket.request.max.bytes", ConfigType.INT, 104857600, "Largest request frame; a larger one closes the connection.", _at_least(1)),
+    ConfigDef("queued.max.requests", ConfigType.INT, 500, "Requests a single connection may have in flight before the broker stops reading from it.", _at_least(1)),
+    ConfigDef("connections.max.idle.ms", ConfigType.LONG, 600000, "Idle connections are closed after this long."),
+    ConfigDef("log.segment.bytes", ConfigType.INT, 1073741824, "Segment size before a roll.", _at_least(14)),
+    ConfigDef("log.roll.hours", ConfigType.INT, 168, "Segment age before a roll, in hours.", _at_least(1)),
+    ConfigDef("log.roll.ms", ConfigType.LONG, None, "Segment age before a roll; overrides log.roll.hours."),
+    ConfigDef("log.retention.hours", ConfigType.INT, 168, "Retention by age, in hours."),
+    ConfigDef("log.retention.minutes", ConfigType.INT, None, "Retention by age, in minutes; overrides log.retention.hours."),
+    ConfigDef("log.retention.ms", ConfigType.LONG, None, "Retention by age; overrides minutes and hours. -1: no limit."),
+    ConfigDef("log.retention.bytes", ConfigType.LONG, -1, "Retention by partition size. -1: no limit."),
+    ConfigDef("log.retention.check.interval.ms", ConfigType.LONG, 300000, "How often retention runs.", _at_least(1)),
+    ConfigDef("log.cleanup.policy", ConfigType.LIST, ["delete"], "Default cleanup policy.", _cleanup_policy),
+    ConfigDef("log.index.interval.bytes", ConfigType.INT, 4096, "Bytes of log between two offset-index entries.", _at_least(0)),
+    ConfigDef("log.index.size.max.bytes", ConfigType.INT, 10485760, "Largest offset index; the segment rolls when it is full.", _at_least(4)),
+    ConfigDef("log.message.timestamp.type", ConfigType.STRING, "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, 86400000, "How long tombstones survive compaction."),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0, "Minimum age before a record may be compacted."),
+    ConfigDef("min.insync.replicas", ConfigType.INT, 1, "Accepted for compatibility; a single broker is always in sync.", _at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", ConfigType.INT, 50, "Partitions of __consumer_offsets.", _at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __consumer_offsets has one replica here."),
+    ConfigDef("offsets.topic.segment.bytes", ConfigType.INT, 104857600, "Segment size of __consumer_offsets.", _at_least(14)),
+    ConfigDef("offsets.retention.minutes", ConfigType.INT, 10080, "Committed offsets of an empty group are kept this long.", _at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", ConfigType.LONG, 600000, "How often expired offsets are removed.", _at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", ConfigType.INT, 4096, "Largest metadata string of a committed offset."),
+    ConfigDef("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, "How long the first rebalance of an empty group waits for more members."),
+    ConfigDef("group.min.session.timeout.ms", ConfigType.INT, 6000, "Smallest session timeout a member may ask for."),
+    ConfigDef("group.max.session.timeout.ms", ConfigType.INT, 1800000, "Largest session timeout a member may ask for."),
+    ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1)),
+]
+
+_TOPIC_ROWS: list[ConfigDef] = [
+    ConfigDef("cleanup.policy", ConfigType.LIST, None, "delete, compact, or both.", _cleanup_policy, "log.cleanup.policy"),
+    ConfigDef("retention.ms", ConfigType.LONG, None, "Retention by age; -1: no limit.", _at_least(-1), "log.retention.ms"),
+    ConfigDef("retention.bytes", ConfigType.LONG, None, "Retention by size; -1: no limit.", None, "log.retention.bytes"),
+    ConfigDef("segment.bytes", ConfigType.INT, None, "Segment size before a roll.", _at_least(14), "log.segment.bytes"),
+    ConfigDef("segment.ms", ConfigType.LONG, None, "Segment age before a roll.", _at_least(1), "log.roll.ms"),
+    ConfigDef("segment.index.bytes", ConfigType.INT, None, "Largest offset index of a segment.", _at_least(4), "log.index.size.max.bytes"),
+    ConfigDef("index.interval.bytes", ConfigType.INT, None, "Bytes of log between two index entries.", _at_least(0), "log.index.interval.bytes"),
+    ConfigDef("max.message.bytes", ConfigType.INT, None, "Largest record batch accepted.", _at_least(0), "message.max.bytes"),
+    ConfigDef("message.timestamp.type", ConfigType.STRING, None, "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
+    ConfigDef("delete.retention.ms", ConfigType.LONG, None, "How long tombstones survive compaction.", _at_least(0), "log.cleaner.delete.retention.ms"),
+    ConfigDef("min.compaction.lag.ms", ConfigType.LONG, None, "Minimum age before a record may be compacted.", _at_least(0), "log.cleaner.min.compaction.lag.ms"),
+    ConfigDef("min.insync.replicas", ConfigType.INT, None, "Accepted for compatibility.", _at_least(1), "min.insync.replicas"),
+]
+# fmt: on
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {row.name: row for row in _BROKER_ROWS}
+TOPIC_CONFIGS: dict[str, ConfigDef] = {row.name: row for row in _TOPIC_ROWS}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    backslash line continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip() if pending else raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                if ch.isspace() and value[:1] in ("=", ":"):
+                    value = value[1:].strip()
+                break
+        else:
+            key, value = line, ""
+        out[key] = value
+    if pending:
+        key, _, value = pending.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class BrokerConfig:
+    """The broker's effective configuration (defaults < properties file < overrides)."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = {name: row.default for name, row in BROKER_CONFIGS.items()}
+        self._explicit: set[str] = set()
+        self.update(overrides or {})
+
+    @classmethod
+    def load(cls, properties_file: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        settings: dict[str, Any] = {}
+        if properties_file is not None:
+            settings.update(parse_properties(Path(properties_file).read_text(encoding="utf-8")))
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {item!r}")
+            settings[key.strip()] = value.strip()
+        return cls(settings)
+
+    def update(self, settings: Mapping[str, Any]) -> None:
+        for key, raw in settings.items():
+            row = BROKER_CONFIGS.get(key)
+            if row is None:
+                log.info("ignoring configuration %s: Onceflow does not use it", key)
+                continue
+            self._values[key] = row.parse(raw)
+            self._explicit.add(key)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def is_default(self, key: str) -> bool:
+        return key not in self._explicit
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    # Derived values, resolved the way Kafka's KafkaConfig resolves them.
+    @property
+    def log_retention_ms(self) -> int:
+        if self._values["log.retention.ms"] is not None:
+            return int(self._values["log.retention.ms"])
+        if self._values["log.retention.minutes"] is not None:
+            return int(self._values["log.retention.minutes"]) * 60_000
+        return int(self._values["log.retention.hours"]) * _MS_PER_HOUR
+
+    @property
+    def log_roll_ms(self) -> int:
+        if self._values["log.roll.ms"] is not None:
+            return int(self._values["log.roll.ms"])
+        return int(self._values["log.roll.hours"]) * _MS_PER_HOUR
+
+    def topic_default(self, topic_key: str) -> Any:
+        """The broker-wide value a topic-level key falls back to."""
+        synonym = TOPIC_CONFIGS[topic_key].synonym
+        if synonym == "log.retention.ms":
+            return self.log_retention_ms
+        if synonym == "log.roll.ms":
+            return self.log_roll_ms
+        assert synonym is not None
+        return self._values[synonym]
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse topic-level overrides; unknown keys and bad values raise ConfigError."""
+    parsed: dict[str, Any] = {}
+    for key, raw in configs.items():
+        row = TOPIC_CONFIGS.get(key)
+        if row is None:
+            raise ConfigError(f"Unknown topic config name: {key}")
+        if raw is None:
+            raise ConfigError(f"Null value not supported for topic config {key}")
+        parsed[key] = row.parse(raw)
+    return parsed
+
+
+def render_value(value: Any) -> str | None:
+    """A config value as Kafka prints it in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's effective settings: its overrides over the broker defaults."""
+
+    overrides: Mapping[str, Any]
+    broker: BrokerConfig
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.overrides:
+            return self.overrides[key]
+        return self.broker.topic_default(key)
+
+    @property
+    def segment_bytes(self) -> int:
+        return int(self["segment.bytes"])
+
+    @property
+    def segment_ms(self) -> int:
+        return int(self["segment.ms"])
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self["retention.ms"])
+
+    @property
+    def retention_bytes(self) -> int:
+        return int(self["retention.bytes"])
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self["max.message.bytes"])
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return int(self["index.interval.bytes"])
+
+    @property
+    def segment_index_bytes(self) -> int:
+        return int(self["segment.index.bytes"])
+
+    @property
+    def log_append_time(self) -> bool:
+        return self["message.timestamp.type"] == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self["cleanup.policy"]
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self["cleanup.policy"]

@@ -1,0 +1,1 @@
+"""The classic consumer-group protocol: membership, rebalances and committed offsets."""

@@ -1,0 +1,356 @@
+"""The records of ``__consumer_offsets``, byte for byte as Kafka writes them.
+
+Theory of operation: the group coordinator persists two kinds of records in
+the compacted ``__consumer_offsets`` topic, and rebuilds its whole state from
+them at start-up (last value per key wins, a ``None`` value is a tombstone):
+
+* an *offset commit*: key ``OffsetCommitKey(group, topic, partition)``,
+  value ``OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp)``;
+* a *group metadata* record: key ``GroupMetadataKey(group)``, value
+  ``GroupMetadataValue`` (protocol type, generation, protocol, leader, the
+  time of the last state change and every member with its subscription and
+  assignment) -- written when a generation's assignment is persisted and
+  when a group becomes empty.
+
+Both keys and values start with an int16 *version*; the key version tells
+the two record kinds apart (0-1: offset commit, 2: group metadata).  The
+layout is Kafka's generated-message layout (``OffsetCommitKey.json``,
+``OffsetCommitValue.json``, ``GroupMetadataKey.json``,
+``GroupMetadataValue.json``), big-endian: strings are an int16 length and
+UTF-8 bytes (-1: null), byte arrays an int32 length.  We write the highest
+*non-flexible* versions, as Kafka 3.x/4.x does (OffsetCommitValue v3,
+GroupMetadataValue v3), so Kafka's own tools can read our log and we can
+read theirs.  Decoding accepts every version Kafka defines, including the
+flexible v4 values of KIP-915 (compact strings and tagged fields).
+
+A key of a version we do not know decodes to ``UnknownKey`` (the loader logs
+and skips it, as Kafka does: it could be a leftover of an aborted upgrade).
+Malformed bytes raise ``RecordDecodeError``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RecordDecodeError",
+    "OffsetCommitKey",
+    "GroupMetadataKey",
+    "UnknownKey",
+    "OffsetCommitValue",
+    "MemberMetadataValue",
+    "GroupMetadataValue",
+    "encode_offset_commit_key",
+    "encode_group_metadata_key",
+    "encode_offset_commit_value",
+    "encode_group_metadata_value",
+    "decode_key",
+    "decode_offset_commit_value",
+    "decode_group_metadata_value",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+
+_MAX_STRING_BYTES = 0x7FFF
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a valid ``__consumer_offsets`` key or value."""
+
+
+# ---------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A key whose version is neither an offset commit's nor a group's."""
+
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    #: Only version 1 carries it (the old per-commit retention); -1 otherwise.
+    expire_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int = -1
+    members: tuple[MemberMetadataValue, ...] = field(default_factory=tuple)
+
+
+# ------------------------------------------------------------------- writing
+
+
+class _Writer:
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def int16(self, v: int) -> None:
+        self._parts.append(struct.pack(">h", v))
+
+    def int32(self, v: int) -> None:
+        self._parts.append(struct.pack(">i", v))
+
+    def int64(self, v: int) -> None:
+        self._parts.append(struct.pack(">q", v))
+
+    def string(self, v: str | None, nullable: bool = False) -> None:
+        if v is None:
+            if not nullable:
+                raise ValueError("null string in a non-nullable field")
+            self.int16(-1)
+            return
+        data = v.encode("utf-8")
+        if len(data) > _MAX_STRING_BYTES:
+            raise ValueError(f"string of {len(data)} bytes is longer than {_MAX_STRING_BYTES}")
+        self.int16(len(data))
+        self._parts.append(data)
+
+    def bytes_(self, v: bytes) -> None:
+        self.int32(len(v))
+        self._parts.append(bytes(v))
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._parts)
+
+
+def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
+    w = _Writer()
+    w.int16(OFFSET_COMMIT_KEY_VERSION)
+    w.string(key.group)
+    w.string(key.topic)
+    w.int32(key.partition)
+    return w.getvalue()
+
+
+def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
+    w = _Writer()
+    w.int16(GROUP_METADATA_KEY_VERSION)
+    w.string(key.group)
+    return w.getvalue()
+
+
+def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
+    """Version 3: offset, leader epoch, metadata, commit timestamp."""
+    w = _Writer()
+    w.int16(OFFSET_COMMIT_VALUE_VERSION)
+    w.int64(value.offset)
+    w.int32(value.leader_epoch)
+    w.string(value.metadata if value.metadata is not None else "")
+    w.int64(value.commit_timestamp_ms)
+    return w.getvalue()
+
+
+def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
+    """Version 3 (group instance ids of KIP-345 included)."""
+    w = _Writer()
+    w.int16(GROUP_METADATA_VALUE_VERSION)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol, nullable=True)
+    w.string(value.leader, nullable=True)
+    w.int64(value.current_state_timestamp_ms)
+    w.int32(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        w.string(m.group_instance_id, nullable=True)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        w.int32(m.rebalance_timeout_ms)
+        w.int32(m.session_timeout_ms)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+    return w.getvalue()
+
+
+# ------------------------------------------------------------------- reading
+
+
+class _Reader:
+    """Reads Kafka's primitive types; ``flexible`` switches to compact forms."""
+
+    __slots__ = ("_buf", "_pos", "flexible")
+
+    def __init__(self, buf: bytes) -> None:
+        self._buf = memoryview(bytes(buf))
+        self._pos = 0
+        self.flexible = False
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self._pos + n > len(self._buf):
+            raise RecordDecodeError(f"truncated record: wanted {n} bytes at {self._pos} of {len(self._buf)}")
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        return out
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def uvarint(self) -> int:
+        result = 0
+        shift = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise RecordDecodeError("unsigned varint longer than 5 bytes")
+
+    def _length(self, wide: bool) -> int:
+        """A length prefix; -1 means null."""
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.int32() if wide else self.int16()
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self._length(wide=False)
+        if n < 0:
+            if nullable and n == -1:
+                return None
+            raise RecordDecodeError("null or negative-length string in a non-nullable field")
+        try:
+            return bytes(self._take(n)).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordDecodeError(f"invalid UTF-8 in string: {exc}") from None
+
+    def required_string(self) -> str:
+        s = self.string()
+        assert s is not None
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self._length(wide=True)
+        if n < 0:
+            raise RecordDecodeError("null bytes in a non-nullable field")
+        return bytes(self._take(n))
+
+    def array_length(self) -> int:
+        n = self._length(wide=True)
+        if n < 0:
+            raise RecordDecodeError("null array in a non-nullable field")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+    r = _Reader(data)
+    version = r.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(r.required_string(), r.required_string(), r.int32())
+    if version == 2:
+        return GroupMetadataKey(r.required_string())
+    return UnknownKey(version)
+
+
+def decode_offset_commit_value(data: bytes | None) -> OffsetCommitValue | None:
+    """Versions 0-4; ``None`` (a tombstone) decodes to ``None``."""
+    if data is None:
+        return None
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unknown offset commit value version {version}")
+    r.flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.required_string()
+    commit_timestamp = r.int64()
+    expire_timestamp = r.int64() if version == 1 else -1
+    r.skip_tagged_fields()
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+
+
+def decode_group_metadata_value(data: bytes | None) -> GroupMetadataValue | None:
+    """Versions 0-4; ``None`` (a tombstone) decodes to ``None``."""
+    if data is None:
+        return None
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unknown group metadata value version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.required_string()
+    generation = r.int32()
+    protocol = r.string(nullable=True)
+    leader = r.string(nullable=True)
+    current_state_timestamp = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_length()):
+        member_id = r.required_string()
+        group_instance_id = r.string(nullable=True) if version >= 3 else None
+        client_id = r.required_string()
+        client_host = r.required_string()
+        rebalance_timeout = r.int32() if version >= 1 else None
+        session_timeout = r.int32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tagged_fields()
+        members.append(
+            MemberMetadataValue(
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                client_id=client_id,
+                client_host=client_host,
+                # Version 0 had no rebalance timeout: Kafka uses the session timeout.
+                rebalance_timeout_ms=session_timeout if rebalance_timeout is None else rebalance_timeout,
+                session_timeout_ms=session_timeout,
+                subscription=subscription,
+                assignment=assignment,
+            )
+        )
+    r.skip_tagged_fields()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members))

@@ -1,0 +1,388 @@
+"""One partition on disk: its segments, offsets, high watermark, retention and recovery.
+
+Theory of operation
+-------------------
+A partition is a directory ``<topic>-<partition>`` of segments ordered by
+base offset; only the last one (the active segment) is written.
+
+*Append* (``append_produced``): validate the batch header and CRC
+(``records.batch.validate_produced``), assign the next offsets by rewriting
+the batch's base offset, roll the active segment if the batch would not fit
+(``segment.bytes``), is too old (``segment.ms``) or its index is full, then
+write.  Nothing about the partition changes unless the batch is accepted.
+
+*High watermark*: with a single replica, Kafka's high watermark is where
+every in-sync replica has the data; here the one "replica" that counts is
+the disk.  The high watermark is therefore the end of the fsynced prefix:
+``durability.GroupCommit`` fsyncs dirty partitions and calls ``on_flushed``.
+Consumers never see a record that a crash could still take away, and an
+acks=all producer is answered exactly when its data is below the high
+watermark.
+
+*Reads* (``read``) return the stored bytes from the batch holding the fetch
+offset up to ``max_bytes`` (at least one whole batch when ``min_one``,
+KIP-74), never past the given upper bound (the high watermark, or later the
+last stable offset), and never across a segment boundary.
+
+*Recovery*: after a clean shutdown segments are opened from their indexes.
+After a crash every segment above the recovery point (the active one: older
+ones were fsynced, indexes included, when they were rolled) is re-read,
+CRC-checked, truncated at the first torn batch, and re-indexed.
+
+*Retention* (``cleanup.policy=delete``): whole segments, oldest first, while
+they are older than ``retention.ms`` or the partition is larger than
+``retention.bytes``; never the active segment unless it is expired (it is
+rolled first, as Kafka does), never data above the high watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import TopicConfig
+from ..protocol.errors import ErrorCode
+from ..records.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    Invalid,
+    read_header,
+    stamped_prefix,
+    validate_produced,
+    with_log_append_time,
+)
+from ..records.records import iter_records
+from .segment import Segment, SegmentCorrupt
+
+log = logging.getLogger(__name__)
+
+_INDEX_ENTRY = 8
+_MAX_RELATIVE = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    #: The timestamp the broker stamped (LogAppendTime topics), else -1.
+    log_append_time: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPoint:
+    """A position in the log to make durable: everything before ``offset``."""
+
+    offset: int
+    segment: Segment
+    position: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        directory: Path,
+        config: TopicConfig,
+        now_ms: int,
+        *,
+        clean_shutdown: bool = True,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.dir = directory
+        self.config = config
+        self.closed = False
+        #: Called (from the event loop) when the high watermark moves.
+        self.on_high_watermark: Callable[[PartitionLog], None] | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._open_segments(now_ms, clean_shutdown)
+        active = self.segments[-1]
+        self.high_watermark = active.next_offset
+        self._hw_segment = active
+        self._hw_position = active.size
+
+    # -- opening --------------------------------------------------------------
+
+    def _open_segments(self, now_ms: int, clean_shutdown: bool) -> None:
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
+        for stale in self.dir.glob("*.swap"):
+            stale.unlink()
+        if not bases:
+            self._add_segment(Segment(self.dir, 0, now_ms))
+            return
+        for i, base in enumerate(bases):
+            segment = Segment(self.dir, base, now_ms)
+            is_active = i == len(bases) - 1
+            if clean_shutdown or not is_active:
+                try:
+                    segment.load()
+                except SegmentCorrupt as exc:
+                    log.warning("%s: %s; rebuilding its indexes from the log", self.name, exc)
+                    segment.recover(self.config.index_interval_bytes)
+            else:
+                segment.recover(self.config.index_interval_bytes)
+                segment.flush()
+            if self.segments and segment.base_offset < self.segments[-1].next_offset:
+                raise RuntimeError(f"{self.name}: segment {base} overlaps its predecessor")
+            self._add_segment(segment)
+        # An active segment left empty by a crash just after a roll keeps its base offset.
+
+    def _add_segment(self, segment: Segment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # -- offsets --------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset a read_committed consumer may not see yet.
+
+        With no transactions in the log this is the high watermark.
+        """
+        return self.high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- appending ------------------------------------------------------------
+
+    def append_produced(self, records: bytes, now_ms: int) -> AppendResult | Invalid:
+        """Validate and append a client's batch; nothing changes if it is refused."""
+        header = validate_produced(records, self.config.max_message_bytes)
+        if isinstance(header, Invalid):
+            return header
+        if header.has_producer_id:
+            # Idempotent/transactional batches need producer state (not implemented yet);
+            # refusing them beats storing them without their guarantees.
+            return Invalid(ErrorCode.unknown_producer_id, "idempotent and transactional produce are not supported yet")
+        append_time = -1
+        if self.config.log_append_time:
+            records = with_log_append_time(records, header, now_ms)
+            header = read_header(records)
+            append_time = now_ms
+        base = self._append(header, records, now_ms)
+        return AppendResult(base, base + header.last_offset_delta, append_time, self.log_start_offset)
+
+    def append_batch(self, batch: bytes, now_ms: int) -> int:
+        """Append a batch the broker built itself (coordinator records, markers); returns its base offset."""
+        return self._append(read_header(batch), batch, now_ms)
+
+    def _append(self, header: BatchHeader, batch: bytes, now_ms: int) -> int:
+        if self.closed:
+            raise RuntimeError(f"{self.name} is closed")
+        base = self.log_end_offset
+        segment = self._maybe_roll(header.size, header.last_offset_delta, now_ms)
+        prefix = stamped_prefix(base, header)
+        segment.append(prefix, memoryview(batch)[len(prefix) :], header, base, self.config.index_interval_bytes)
+        return base
+
+    def _maybe_roll(self, size: int, last_offset_delta: int, now_ms: int) -> Segment:
+        active = self.segments[-1]
+        if active.size == 0:
+            return active
+        reason = None
+        if active.size + size > self.config.segment_bytes:
+            reason = "segment.bytes"
+        elif active.rolling_timestamp is not None and now_ms - active.rolling_timestamp > self.config.segment_ms:
+            reason = "segment.ms"
+        elif (len(active.index) + 1) * _INDEX_ENTRY > self.config.segment_index_bytes:
+            reason = "segment.index.bytes"
+        elif self.log_end_offset + last_offset_delta - active.base_offset > _MAX_RELATIVE:
+            reason = "relative offset overflow"
+        if reason is None:
+            return active
+        return self.roll(now_ms, reason)
+
+    def roll(self, now_ms: int, reason: str = "requested") -> Segment:
+        """Close the active segment for writing (fsyncing it with its indexes) and open a new one."""
+        old = self.segments[-1]
+        if old.size == 0:
+            return old
+        old.flush_all()
+        segment = Segment(self.dir, old.next_offset, now_ms)
+        self._add_segment(segment)
+        log.debug("%s: rolled to %s (%s)", self.name, segment.log_path.name, reason)
+        return segment
+
+    # -- durability and the high watermark ------------------------------------
+
+    def flush_point(self) -> FlushPoint | None:
+        """What a flush would make durable now, or None if everything already is."""
+        active = self.segments[-1]
+        if active.next_offset <= self.high_watermark:
+            return None
+        return FlushPoint(active.next_offset, active, active.size)
+
+    def on_flushed(self, point: FlushPoint) -> None:
+        """Everything before ``point.offset`` is on disk: advance the high watermark."""
+        if self.closed or point.offset <= self.high_watermark:
+            return
+        self.high_watermark = point.offset
+        self._hw_segment = point.segment
+        self._hw_position = point.position
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(self)
+
+    # -- reading --------------------------------------------------------------
+
+    def segment_for(self, offset: int) -> int:
+        """Index into ``segments`` of the segment that holds ``offset``."""
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> ReadResult | ErrorCode:
+        """Stored batches from the one holding ``offset``, bounded by ``max_offset`` (default: the high watermark)."""
+        upper = self.high_watermark if max_offset is None else max_offset
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            return ErrorCode.offset_out_of_range
+        if offset >= upper:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        i = self.segment_for(offset)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            found = segment.find_batch(offset)
+            if found is not None:
+                break
+            i += 1  # offset lies past this segment's last batch: the next segment starts it
+        else:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        position, header = found
+        if header.base_offset >= upper:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        end = self._position_bound(segment, upper)
+        length = min(max_bytes, end - position)
+        if length < header.size and min_one:
+            length = header.size
+        if length <= 0:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        return ReadResult(segment.read(position, length), self.high_watermark, self.log_start_offset)
+
+    def _position_bound(self, segment: Segment, upper: int) -> int:
+        """File position in ``segment`` below which every batch ends before ``upper``."""
+        if upper >= segment.next_offset:
+            return segment.size
+        if upper == self.high_watermark and segment is self._hw_segment:
+            return self._hw_position
+        return segment.position_of(upper)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp``, below the high watermark.
+
+        The time index finds the batch; the records of that one batch are read
+        to find the exact record, as Kafka does.
+        """
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_timestamp(timestamp)
+            if found is None:
+                continue
+            position, header = found
+            if header.base_offset >= self.high_watermark:
+                return None
+            batch = segment.read(position, header.size)
+            for record in iter_records(batch, header):
+                if record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp below the high watermark (KIP-734)."""
+        best: tuple[int, BatchHeader, Segment, int] | None = None
+        for segment in self.segments:
+            if segment.max_timestamp < 0 or (best is not None and segment.max_timestamp <= best[1].max_timestamp):
+                continue
+            for position, header in segment.headers_from(0):
+                if header.base_offset >= self.high_watermark:
+                    break
+                if best is None or header.max_timestamp > best[1].max_timestamp:
+                    best = (header.base_offset, header, segment, position)
+        if best is None:
+            return None
+        _, header, segment, position = best
+        for record in iter_records(segment.read(position, header.size), header):
+            if record.timestamp == header.max_timestamp:
+                return record.offset, record.timestamp
+        return header.base_offset, header.max_timestamp
+
+    # -- retention ------------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete expired segments (cleanup.policy=delete); returns how many were deleted."""
+        if not self.config.delete_enabled:
+            return 0
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        deleted = 0
+        total = self.size_bytes
+        while True:
+            oldest = self.segments[0]
+            if oldest.size == 0 or oldest.next_offset > self.high_watermark:
+                break
+            expired_by_time = retention_ms >= 0 and oldest.max_timestamp >= 0 and now_ms - oldest.max_timestamp > retention_ms
+            expired_by_size = retention_bytes >= 0 and total - oldest.size >= retention_bytes
+            if not (expired_by_time or expired_by_size):
+                break
+            if len(self.segments) == 1:
+                if not expired_by_time:
+                    break
+                self.roll(now_ms, "retention")  # the active segment is expired: roll, then delete it
+            reason = "retention.ms" if expired_by_time else "retention.bytes"
+            log.info("%s: deleting segment %s (%s)", self.name, oldest.log_path.name, reason)
+            total -= oldest.size
+            self.segments.pop(0)
+            self._bases.pop(0)
+            oldest.delete()
+            deleted += 1
+        return deleted
+
+    # -- lifetime -------------------------------------------------------------
+
+    def flush_all(self) -> None:
+        for segment in self.segments:
+            segment.flush_all()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, hw={self.high_watermark})"

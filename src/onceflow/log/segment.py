@@ -1,0 +1,262 @@
+"""One log segment: a ``.log`` file of batches plus its offset and time indexes.
+
+Theory of operation: a segment is named after its base offset
+(``00000000000000000000.log``, ``.index``, ``.timeindex``) and only ever
+grows at its end.  ``append`` writes a batch whose offsets the partition log
+has already assigned, and every ``index.interval.bytes`` it records an index
+entry keyed by that batch's base offset.  ``find_batch`` turns an offset into
+a file position with one index lookup and a short forward scan over batch
+headers; ``read`` returns stored bytes as they are.
+
+``recover`` rebuilds a segment after a crash: it re-reads every batch,
+checks its CRC and offset order, truncates the file at the first batch that
+is torn or corrupt, and regenerates both indexes.  ``load`` is the fast path
+after a clean shutdown: it trusts the index files and scans only the bytes
+after the last index entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
+from .index import IndexCorrupt, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+_SCAN_CHUNK = 1 << 20
+_RECOVER_CHUNK = 8 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class SegmentCorrupt(Exception):
+    pass
+
+
+class Segment:
+    __slots__ = (
+        "base_offset",
+        "dir",
+        "log_path",
+        "fd",
+        "size",
+        "index",
+        "time_index",
+        "next_offset",
+        "max_timestamp",
+        "rolling_timestamp",
+        "created_ms",
+        "_bytes_since_index",
+    )
+
+    def __init__(self, directory: Path, base_offset: int, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.dir = directory
+        stem = segment_name(base_offset)
+        self.log_path = directory / f"{stem}.log"
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = OffsetIndex(directory / f"{stem}.index")
+        self.time_index = TimeIndex(directory / f"{stem}.timeindex")
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        #: Max timestamp of the first batch: what segment.ms counts from (as in Kafka).
+        self.rolling_timestamp: int | None = None
+        self.created_ms = now_ms
+        self._bytes_since_index = 0
+
+    # -- writing --------------------------------------------------------------
+
+    def append(self, prefix: bytes, body: bytes | memoryview, header: BatchHeader, base_offset: int, index_interval: int) -> int:
+        """Write one batch (``prefix`` + ``body``, already stamped with ``base_offset``).
+
+        Returns the file position the batch starts at.
+        """
+        position = self.size
+        total = len(prefix) + len(body)
+        written = os.pwritev(self.fd, [prefix, body], position)
+        while written < total:  # short writes are rare, but legal
+            data = (bytes(prefix) + bytes(body))[written:]
+            written += os.pwrite(self.fd, data, position + written)
+        self.size = position + total
+        next_offset = base_offset + header.last_offset_delta + 1
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = header.max_timestamp
+        relative = base_offset - self.base_offset
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+        if self._bytes_since_index >= index_interval:
+            self.index.append(relative, position)
+            self.time_index.maybe_append(self.max_timestamp, relative)
+            self._bytes_since_index = 0
+        self._bytes_since_index += total
+        self.next_offset = next_offset
+        return position
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def flush_all(self) -> None:
+        """fsync the log and both indexes (done when the segment is rolled)."""
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    # -- reading --------------------------------------------------------------
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def headers_from(self, position: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position`` up to ``end`` (default: segment size)."""
+        limit = self.size if end is None else end
+        while position + HEADER_SIZE <= limit:
+            chunk = os.pread(self.fd, min(_SCAN_CHUNK, limit - position), position)
+            cursor = 0
+            while cursor + HEADER_SIZE <= len(chunk):
+                header = read_header(chunk, cursor)
+                yield position + cursor, header
+                cursor += header.size
+            position += cursor
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The batch containing ``offset`` (or the first one after it), or None past the end."""
+        _, position = self.index.lookup(offset - self.base_offset)
+        for pos, header in self.headers_from(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def find_timestamp(self, timestamp: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose max timestamp is at or after ``timestamp``."""
+        relative = self.time_index.lookup(timestamp)
+        _, position = self.index.lookup(relative)
+        for pos, header in self.headers_from(position):
+            if header.max_timestamp >= timestamp:
+                return pos, header
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """File position where the batch starting at ``offset`` is (or would be) found."""
+        found = self.find_batch(offset)
+        return self.size if found is None else found[0]
+
+    # -- start-up -------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open after a clean shutdown: trust the indexes, scan only the tail."""
+        try:
+            self.index.load()
+            self.time_index.load()
+        except IndexCorrupt as exc:
+            raise SegmentCorrupt(str(exc)) from None
+        last_rel, position = self.index.last()
+        if position > self.size:
+            raise SegmentCorrupt(f"{self.log_path}: index points past the end of the log")
+        self.max_timestamp = self.time_index.last_timestamp()
+        self.next_offset = self.base_offset
+        if len(self.index):
+            first = self.read(0, HEADER_SIZE)
+            self.rolling_timestamp = read_header(first).max_timestamp if len(first) == HEADER_SIZE else None
+        end = position
+        for pos, header in self.headers_from(position):
+            if header.magic != 2 or header.size <= 0 or pos + header.size > self.size:
+                raise SegmentCorrupt(f"{self.log_path}: bad batch at position {pos}")
+            if self.rolling_timestamp is None:
+                self.rolling_timestamp = header.max_timestamp
+            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+            self.next_offset = header.next_offset
+            end = pos + header.size
+        if end != self.size:
+            raise SegmentCorrupt(f"{self.log_path}: {self.size - end} bytes after the last batch")
+        self._bytes_since_index = self.size - position if len(self.index) else self.size
+
+    def recover(self, index_interval: int) -> int:
+        """Rebuild after a crash; returns the number of bytes truncated from the tail.
+
+        Every batch is re-read and its CRC checked.  The valid prefix ends at the
+        first batch that is cut off, fails its CRC, has a bad header, or whose
+        offsets do not follow the previous batch; everything from there on is
+        cut away.  Each pass either advances or reads a larger window, so the
+        loop ends.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.rolling_timestamp = None
+        self._bytes_since_index = 0
+        self.size = 0
+        file_size = os.fstat(self.fd).st_size
+        position = 0
+        need = 0
+        reason: str | None = None
+        while position < file_size:
+            chunk = os.pread(self.fd, min(max(_RECOVER_CHUNK, need), file_size - position), position)
+            batches, stop = scan_until_invalid(chunk, 0, verify_crc=True)
+            for pos, header in batches:
+                if header.base_offset < self.next_offset:
+                    stop = stop._replace(position=pos, reason=f"offset {header.base_offset} out of order")
+                    break
+                self.append_recovered(header, position + pos, index_interval)
+            position += stop.position
+            if stop.reason is None or (stop.position > 0 and "out of order" not in stop.reason):
+                need = 0
+                continue  # whole chunk consumed, or re-read from the batch the chunk cut
+            if len(chunk) >= HEADER_SIZE and "out of order" not in stop.reason:
+                head = read_header(chunk, 0)
+                if head.magic == 2 and len(chunk) < head.size <= file_size - position and need < head.size:
+                    need = head.size  # one batch larger than the window: read it whole
+                    continue
+            reason = stop.reason
+            break
+        truncated = file_size - position
+        if truncated:
+            log.warning(
+                "recovery of %s: truncating %d bytes at position %d (%s)",
+                self.log_path, truncated, position, reason or "torn tail",
+            )
+            os.ftruncate(self.fd, position)
+            os.fsync(self.fd)
+        self.size = position
+        return truncated
+
+    def append_recovered(self, header: BatchHeader, position: int, index_interval: int) -> None:
+        relative = header.base_offset - self.base_offset
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+        if self._bytes_since_index >= index_interval:
+            self.index.append(relative, position)
+            self.time_index.maybe_append(self.max_timestamp, relative)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        self.next_offset = header.next_offset
+        self.size = position + header.size
+
+    # -- lifetime -------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"

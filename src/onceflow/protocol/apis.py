@@ -1,0 +1,117 @@
+"""The APIs this broker serves, and the versions of each.
+
+Theory of operation: ``SUPPORTED`` is the one table of API keys and version
+ranges.  ApiVersions answers from it, ``framing.parse_request`` refuses
+anything outside it, and the broker checks at start-up that every key in it
+has a handler.  The floors are Kafka 4's (KIP-896 removed older versions;
+kio carries no schemas below them).  The ceilings are the newest versions
+whose semantics this broker implements fully: Produce stops at 11 and EndTxn
+at 4 because version 12/5 belong to transactions v2 (KIP-890 part 2), which
+is not implemented; a client simply negotiates the highest version both
+sides know.
+
+``build(cls, **fields)`` constructs a kio entity of any version from the
+fields that version has, so one handler can answer every version of its API:
+fields the version lacks are dropped, fields it has must be given (or have a
+schema default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.index import api_key_map
+from kio.static.constants import EntityType
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+INIT_PRODUCER_ID = 22
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
+DESCRIBE_CLUSTER = 60
+
+#: api_key -> (min_version, max_version)
+SUPPORTED: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 11),
+    FETCH: (4, 16),
+    LIST_OFFSETS: (1, 8),
+    METADATA: (0, 12),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
+    FIND_COORDINATOR: (0, 5),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    API_VERSIONS: (0, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
+    CREATE_PARTITIONS: (0, 3),
+    DELETE_GROUPS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    OFFSET_DELETE: (0, 0),
+    DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def api_name(api_key: int) -> str:
+    name = api_key_map.get(api_key)
+    if name is None:
+        return f"api_key_{api_key}"
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    bounds = SUPPORTED.get(api_key)
+    return bounds is not None and bounds[0] <= api_version <= bounds[1]
+
+
+def max_version(api_key: int) -> int:
+    return SUPPORTED[api_key][1]
+
+
+@cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the response entities of one API version."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def build(cls: type, **fields: Any) -> Any:
+    """A ``cls`` instance from the subset of ``fields`` that ``cls`` declares."""
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def has_field(entity: Any, name: str) -> bool:
+    return name in _field_names(type(entity))

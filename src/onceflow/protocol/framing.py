@@ -1,0 +1,235 @@
+"""Size-prefixed Kafka frames in, requests out; responses in, frames out.
+
+Theory of operation (sans-I/O, after h11): the server owns the socket and
+feeds whatever bytes arrive to ``FrameReader.receive_data``; ``next_frame``
+then hands back one complete request frame (the bytes after the 4-byte size
+prefix) or ``NEED_DATA``.  ``parse_request`` turns a frame into a
+``Request``: the header (v1, or v2 for flexible versions), then the body,
+both decoded by kio.  ``encode_response`` does the reverse, choosing the
+response header version the request's API version calls for.
+
+Wire layout of a request::
+
+    int32 size | int16 api_key | int16 api_version | int32 correlation_id
+               | nullable string client_id | [tagged fields, header v2] | body
+
+A frame whose size prefix is negative or above ``socket.request.max.bytes``
+raises ``FrameTooLarge``; a header or body that does not decode raises
+``InvalidRequest``; an API key or version outside ``apis.SUPPORTED`` raises
+``UnsupportedApi``.  The server closes the connection on each of these, as
+Kafka does, with one exception taken from KIP-511: an ApiVersions request of
+a version this broker does not know is answered with a v0 response carrying
+UNSUPPORTED_VERSION and the supported ranges, so a newer client can retry
+with a version both sides know.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.index import load_request_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.serial.errors import SerialError
+
+from . import apis
+from .errors import FrameTooLarge, InvalidRequest, UnsupportedApi
+from .prescan import check_body
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+#: Returned by ``FrameReader.next_frame`` when no complete frame is buffered.
+NEED_DATA: Final = _NeedData()
+
+_SIZE = struct.Struct(">i")
+_HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_COMPACT_AT = 1 << 20
+
+
+class FrameReader:
+    """Buffers inbound bytes and cuts them into frames (no I/O)."""
+
+    __slots__ = ("_buf", "_pos", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_frame_bytes = max_frame_bytes
+
+    def receive_data(self, data: bytes) -> None:
+        if self._pos and (self._pos >= _COMPACT_AT or self._pos == len(self._buf)):
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def next_frame(self) -> bytes | _NeedData:
+        available = len(self._buf) - self._pos
+        if available < 4:
+            return NEED_DATA
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        if size < 0 or size > self.max_frame_bytes:
+            raise FrameTooLarge(
+                f"frame of {size} bytes is larger than socket.request.max.bytes={self.max_frame_bytes}"
+                if size >= 0
+                else f"negative frame size {size}"
+            )
+        if available < 4 + size:
+            return NEED_DATA
+        start = self._pos + 4
+        frame = bytes(self._buf[start : start + size])
+        self._pos = start + size
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One decoded request: its header fields and its kio body entity."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    #: Size of the whole frame (without the size prefix), for logging and quotas.
+    size: int
+
+    @property
+    def name(self) -> str:
+        return apis.api_name(self.api_key)
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownApiVersions:
+    """An ApiVersions request of a version newer than ours (KIP-511): answer with v0."""
+
+    correlation_id: int
+    api_version: int
+
+
+_header_readers = {1: entity_reader(RequestHeaderV1), 2: entity_reader(RequestHeaderV2)}
+_body_readers: dict[tuple[int, int], Any] = {}
+
+
+def _body_reader(api_key: int, version: int) -> Any:
+    reader = _body_readers.get((api_key, version))
+    if reader is None:
+        schema = load_request_schema(api_key, version)
+        reader = _body_readers[(api_key, version)] = (entity_reader(schema), schema)
+    return reader
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id of a frame (raises InvalidRequest if too short)."""
+    if len(frame) < _HEADER_PREFIX.size:
+        raise InvalidRequest(f"request frame of {len(frame)} bytes is shorter than a header")
+    return _HEADER_PREFIX.unpack_from(frame, 0)
+
+
+def parse_request(frame: bytes) -> Request | UnknownApiVersions:
+    api_key, api_version, correlation_id = peek_header(frame)
+    if not apis.is_supported(api_key, api_version):
+        if api_key == apis.API_VERSIONS and api_version > apis.max_version(api_key):
+            return UnknownApiVersions(correlation_id, api_version)
+        raise UnsupportedApi(api_key, api_version, correlation_id)
+    reader, schema = _body_reader(api_key, api_version)
+    header_version = 2 if schema.__flexible__ else 1
+    try:
+        header, offset = _header_readers[header_version](frame, 0)
+        check_body(schema, frame, offset)  # before kio: it trusts array counts (see prescan)
+        body, size = reader(frame, offset)
+    except (SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError, KeyError) as exc:
+        # KeyError: kio refuses tagged fields its schemas do not know, where Kafka
+        # would skip them; such a request closes the connection here.
+        raise InvalidRequest(
+            f"cannot decode {apis.api_name(api_key)} v{api_version} request: {type(exc).__name__}: {exc}"
+        ) from None
+    problem = _null_violation(body)
+    if problem is not None:
+        raise InvalidRequest(f"{apis.api_name(api_key)} v{api_version} request: non-nullable field {problem} was serialized as null")
+    # Bytes after the body are ignored, as Kafka's RequestContext ignores them
+    # (librdkafka's Metadata v12 request, for one, carries three).
+    return Request(api_key, api_version, correlation_id, header.client_id, body, len(frame))
+
+
+_NullPlan = tuple[tuple[str, bool, type | None, bool], ...]
+_null_plans: dict[type, _NullPlan] = {}
+
+
+def _null_plan(cls: type) -> _NullPlan:
+    """Per field: (name, nullable, nested entity type or None, is an array)."""
+    plan = _null_plans.get(cls)
+    if plan is None:
+        rows = []
+        for f in dataclasses.fields(cls):
+            kind = classify_field(f)
+            nested = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
+            rows.append((f.name, is_optional(f), nested, kind.is_array))
+        plan = _null_plans[cls] = tuple(rows)
+    return plan
+
+
+def _null_violation(entity: Any, path: str = "") -> str | None:
+    """The first non-nullable field holding None, as Kafka's generated parsers check.
+
+    kio decodes a null array or struct into such a field without complaint;
+    Kafka refuses the request ("non-nullable field ... was serialized as null").
+    """
+    for name, nullable, nested, is_array in _null_plan(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return path + name
+            continue
+        if nested is not None:
+            for item in value if is_array else (value,):
+                problem = _null_violation(item, f"{path}{name}.")
+                if problem is not None:
+                    return problem
+    return None
+
+
+_writers: dict[type, Any] = {}
+_header_v0_writer = entity_writer(ResponseHeaderV0)
+_header_v1_writer = entity_writer(ResponseHeaderV1)
+
+
+def _writer(schema: type) -> Any:
+    writer = _writers.get(schema)
+    if writer is None:
+        writer = _writers[schema] = entity_writer(schema)
+    return writer
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """A complete response frame, size prefix included.
+
+    The header version follows the body's schema (v1 for flexible versions),
+    except that ApiVersions responses always use header v0 (KIP-511).
+    """
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if body.__flexible__ and body.__api_key__ != apis.API_VERSIONS:
+        _header_v1_writer(buf, ResponseHeaderV1(correlation_id=correlation_id))
+    else:
+        _header_v0_writer(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    _writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    del out
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""Record batches (magic v2) as the bytes the log stores."""

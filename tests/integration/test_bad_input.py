@@ -1,0 +1,137 @@
+"""Bad input at the protocol level: the client gets Kafka's error code or its connection
+closed, the broker logs one line, stored data is untouched and other clients are served."""
+
+from __future__ import annotations
+
+import datetime
+import struct
+import uuid
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
+
+from onceflow.records.builder import build_batch
+from tests.conftest import BrokerProcess
+from tests.integration.test_produce_fetch import make_topic
+from tests.wire import WireClient, encode_request
+
+TIMEOUT = datetime.timedelta(seconds=30)
+
+
+def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
+    return ProduceRequest(
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=i32Timedelta.parse(TIMEOUT),
+        topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=i32(0), records=Records(records)),)),),
+    )
+
+
+def partition_error(response: ProduceRequest) -> ErrorCode:
+    return response.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
+
+
+def end_offset(client: WireClient, topic: str) -> int:
+    req = ListOffsetsRequest(replica_id=i32(-1), isolation_level=0, topics=(
+        ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(-1)),)),))
+    return client.request(req).topics[0].partitions[0].offset
+
+
+def api_versions_ok(bootstrap: str) -> bool:
+    with WireClient(bootstrap) as c:
+        resp = c.request(ApiVersionsRequest(client_software_name="probe", client_software_version="1.0"))
+        return resp.error_code == ErrorCode.none and len(resp.api_keys) > 10
+
+
+def test_corrupt_batches_get_kafka_errors_and_leave_the_log_alone(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "guarded")
+    good = build_batch([(b"k", b"v")], 1_700_000_000_000)
+    with WireClient(bs) as c:
+        assert partition_error(c.request(produce_request("guarded", good))) == ErrorCode.none
+        bad_crc = bytearray(good)
+        bad_crc[-1] ^= 1
+        old_magic = bytearray(good)
+        old_magic[16] = 1
+        cases = {
+            bytes(bad_crc): ErrorCode.corrupt_message,
+            good[:-3]: ErrorCode.corrupt_message,
+            bytes(old_magic): ErrorCode.invalid_record,
+            good + good: ErrorCode.invalid_record,
+            b"\x00" * 80: ErrorCode.invalid_record,  # reads as a magic-0 batch
+            b"\x07" * 80: ErrorCode.corrupt_message,  # unknown magic 7
+        }
+        for payload, expected in cases.items():
+            assert partition_error(c.request(produce_request("guarded", payload))) == expected
+        bad_acks = c.request(produce_request("guarded", good, acks=2))
+        assert partition_error(bad_acks) == ErrorCode.invalid_required_acks
+        unknown = c.request(produce_request("no-such-topic", good))
+        assert partition_error(unknown) == ErrorCode.unknown_topic_or_partition
+        assert end_offset(c, "guarded") == 1, "only the good batch was stored"
+    assert broker_process.log().count("refused") >= 5
+
+
+def test_oversized_frame_closes_only_that_connection(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    bystander = WireClient(bs)
+    assert bystander.request(ApiVersionsRequest(client_software_name="a", client_software_version="1")).error_code == ErrorCode.none
+    with WireClient(bs) as c:
+        c.send_bytes(struct.pack(">i", 104857600 + 1) + b"\x00" * 16)
+        assert c.is_closed_by_peer()
+    with WireClient(bs) as c:
+        c.send_bytes(struct.pack(">i", -7))
+        assert c.is_closed_by_peer()
+    assert bystander.request(ApiVersionsRequest(client_software_name="a", client_software_version="1")).error_code == ErrorCode.none
+    bystander.close()
+    assert "larger than socket.request.max.bytes" in broker_process.log()
+
+
+def test_garbled_unknown_and_truncated_requests_close_the_connection(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    frames = {
+        "unknown api key": struct.pack(">hhih", 4242, 0, 1, -1),
+        "unknown version": struct.pack(">hhih", 3, 99, 1, -1),
+        "too short": b"\x00\x03",
+        "garbled body": encode_request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="x"),),
+                                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False), 1)[4:30],
+    }
+    for what, frame in frames.items():
+        with WireClient(bs) as c:
+            c.send_bytes(struct.pack(">i", len(frame)) + frame)
+            assert c.is_closed_by_peer(), what
+    assert api_versions_ok(bs)
+
+
+def test_api_versions_newer_than_ours_gets_a_v0_answer_kip_511(broker_process: BrokerProcess) -> None:
+    with WireClient(broker_process.bootstrap_servers) as c:
+        frame = bytearray(encode_request(ApiVersionsRequest(client_software_name="future", client_software_version="9"), 5))
+        struct.pack_into(">h", frame, 6, 99)  # api_version
+        c.send_bytes(bytes(frame))
+        correlation, response = c.receive(ApiVersionsV0())
+        assert correlation == 5
+        assert response.error_code == ErrorCode.unsupported_version
+        versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert versions[18] == (0, 4) and versions[0][0] == 3
+        # The connection stays open: the client retries with a version we know.
+        assert c.request(ApiVersionsRequest(client_software_name="future", client_software_version="9")).error_code == ErrorCode.none
+
+
+def test_invalid_client_software_name_is_invalid_request(broker_process: BrokerProcess) -> None:
+    with WireClient(broker_process.bootstrap_servers) as c:
+        resp = c.request(ApiVersionsRequest(client_software_name="bad name!", client_software_version="1"))
+        assert resp.error_code == ErrorCode.invalid_request
+
+
+def test_metadata_for_an_illegal_topic_name(broker_process: BrokerProcess) -> None:
+    with WireClient(broker_process.bootstrap_servers) as c:
+        resp = c.request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="bad/name"),),
+                                         allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+        assert resp.topics[0].error_code == ErrorCode.invalid_topic_exception
+        resp = c.request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="absent"),),
+                                         allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition

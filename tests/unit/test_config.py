@@ -1,0 +1,57 @@
+"""Configuration: Kafka's names and defaults, properties files, overrides, topic fallbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onceflow.config import BrokerConfig, ConfigError, TopicConfig, parse_properties, validate_topic_configs
+
+
+def test_kafka_defaults() -> None:
+    cfg = BrokerConfig()
+    assert cfg["num.partitions"] == 1
+    assert cfg["message.max.bytes"] == 1048588
+    assert cfg["socket.request.max.bytes"] == 104857600
+    assert cfg["offsets.topic.num.partitions"] == 50
+    assert cfg["group.initial.rebalance.delay.ms"] == 3000
+    assert cfg.log_retention_ms == 168 * 3_600_000
+    assert cfg["log.segment.bytes"] == 1073741824
+
+
+def test_properties_file_then_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("# comment\nnum.partitions=3\nlog.retention.minutes : 5\nlisteners=PLAINTEXT://:9092\n"
+                     "log.cleanup.policy=delete,\\\n  compact\n")
+    cfg = BrokerConfig.load(props, ["num.partitions=4"])
+    assert cfg["num.partitions"] == 4
+    assert cfg.log_retention_ms == 300_000
+    assert cfg["log.cleanup.policy"] == ["delete", "compact"]
+    assert not cfg.is_default("num.partitions") and cfg.is_default("message.max.bytes")
+
+
+def test_bad_values_are_refused() -> None:
+    with pytest.raises(ConfigError):
+        BrokerConfig({"num.partitions": "zero"})
+    with pytest.raises(ConfigError):
+        BrokerConfig({"num.partitions": "0"})
+    with pytest.raises(ConfigError):
+        BrokerConfig.load(None, ["novalue"])
+    with pytest.raises(ConfigError):
+        validate_topic_configs({"cleanup.policy": "shred"})
+    with pytest.raises(ConfigError):
+        validate_topic_configs({"no.such.key": "1"})
+
+
+def test_topic_configs_fall_back_to_broker_synonyms() -> None:
+    broker = BrokerConfig({"log.retention.ms": "1234", "log.segment.bytes": "4096"})
+    topic = TopicConfig(validate_topic_configs({"segment.bytes": "2048"}), broker)
+    assert topic.retention_ms == 1234
+    assert topic.segment_bytes == 2048
+    assert topic.max_message_bytes == 1048588
+    assert topic.delete_enabled and not topic.compact_enabled
+
+
+def test_parse_properties_forms() -> None:
+    assert parse_properties("a=1\nb: 2\nc 3\n! x\nd=\n") == {"a": "1", "b": "2", "c": "3", "d": ""}

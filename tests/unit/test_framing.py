@@ -1,0 +1,112 @@
+"""The sans-I/O framing core: frames cut whole, byte by byte and with trailing data;
+limits; header versions; KIP-511."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
+from kio.schema.metadata.v1.request import MetadataRequestTopic as MetadataV1Topic
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
+
+from onceflow.protocol.errors import ErrorCode, FrameTooLarge, InvalidRequest, UnsupportedApi
+from onceflow.protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
+from tests.wire import encode_request
+
+META12 = encode_request(MetadataV12(topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False), 7)
+META1 = encode_request(MetadataV1(topics=None), 8)
+
+
+def frames_from(reader: FrameReader) -> list[bytes]:
+    out = []
+    while (frame := reader.next_frame()) is not NEED_DATA:
+        out.append(frame)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["whole", "byte-by-byte", "trailing"])
+def test_frames_are_cut_exactly(mode: str) -> None:
+    reader = FrameReader(1 << 20)
+    stream = META12 + META1
+    got: list[bytes] = []
+    if mode == "whole":
+        reader.receive_data(stream)
+        got = frames_from(reader)
+    elif mode == "byte-by-byte":
+        for i in range(len(stream)):
+            reader.receive_data(stream[i : i + 1])
+            got += frames_from(reader)
+    else:
+        reader.receive_data(stream + META12[:5])
+        got = frames_from(reader)
+        assert reader.buffered == 5
+    assert got == [META12[4:], META1[4:]]
+
+
+def test_oversized_and_negative_frames_are_refused_before_buffering() -> None:
+    reader = FrameReader(100)
+    reader.receive_data(struct.pack(">i", 101))
+    with pytest.raises(FrameTooLarge):
+        reader.next_frame()
+    reader = FrameReader(100)
+    reader.receive_data(struct.pack(">i", -5))
+    with pytest.raises(FrameTooLarge):
+        reader.next_frame()
+
+
+def test_parse_request_decodes_both_header_versions() -> None:
+    r12 = parse_request(META12[4:])
+    r1 = parse_request(META1[4:])
+    assert isinstance(r12, Request) and isinstance(r1, Request)
+    assert (r12.api_key, r12.api_version, r12.correlation_id, r12.client_id) == (3, 12, 7, "wire-test")
+    assert (r1.api_version, r1.correlation_id) == (1, 8)
+    assert r12.body.topics is None and r12.body.allow_auto_topic_creation is True
+
+
+def test_unknown_api_key_and_version_are_protocol_errors() -> None:
+    unknown_key = struct.pack(">hhih", 9999, 0, 1, -1)
+    with pytest.raises(UnsupportedApi):
+        parse_request(unknown_key)
+    too_new = bytearray(META12[4:])
+    struct.pack_into(">h", too_new, 2, 99)
+    with pytest.raises(UnsupportedApi):
+        parse_request(bytes(too_new))
+    with pytest.raises(InvalidRequest):
+        parse_request(b"\x00\x03")
+    with pytest.raises(InvalidRequest):
+        parse_request(META12[4:-4])
+
+
+def test_api_versions_of_an_unknown_version_gets_the_kip_511_fallback() -> None:
+    frame = bytearray(encode_request(ApiVersionsRequest(client_software_name="x", client_software_version="1"), 42)[4:])
+    struct.pack_into(">h", frame, 2, 77)
+    parsed = parse_request(bytes(frame))
+    assert parsed == UnknownApiVersions(42, 77)
+
+
+def test_response_header_versions() -> None:
+    flexible = encode_response(5, MetadataResponse(throttle_time=__import__("datetime").timedelta(0), brokers=(), cluster_id=None,
+                                                   controller_id=1, topics=()))
+    (size, correlation, tags) = struct.unpack_from(">iib", flexible)
+    assert size == len(flexible) - 4 and correlation == 5 and tags == 0
+    # ApiVersions keeps header v0 even when the body is flexible (KIP-511).
+    api = encode_response(6, ApiVersionsV0(error_code=ErrorCode.unsupported_version, api_keys=()))
+    assert struct.unpack_from(">iih", api) == (len(api) - 4, 6, ErrorCode.unsupported_version)
+
+
+def test_a_forged_array_count_is_refused_before_kio_allocates() -> None:
+    """kio sizes arrays from the claimed count; a huge one used to abort the process."""
+    frame = bytearray(encode_request(MetadataV1(topics=(MetadataV1Topic(name="a"), MetadataV1Topic(name="b"))), 9)[4:])
+    header_len = 2 + 2 + 4 + 2 + len("wire-test")
+    struct.pack_into(">i", frame, header_len, 2_000_000_000)  # the topics array count
+    with pytest.raises(InvalidRequest, match="array of 2000000000 elements"):
+        parse_request(bytes(frame))
+    flexible = bytearray(META12[4:])
+    body = 2 + 2 + 4 + 2 + len("wire-test") + 1
+    flexible[body : body + 1] = b"\xff\xff\xff\xff\x07"  # compact count 2^35-1
+    with pytest.raises(InvalidRequest):
+        parse_request(bytes(flexible))

@@ -1,0 +1,100 @@
+"""A bare Kafka protocol client for tests: kio entities over a blocking socket.
+
+Not a Kafka client library: it sends exactly the request it is given (or raw
+bytes) so tests can replay, truncate and garble requests at the protocol level.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+TIMEOUT_S = 30
+
+
+def encode_request(body: Any, correlation_id: int, client_id: str = "wire-test") -> bytes:
+    header_cls = RequestHeaderV2 if body.__flexible__ else RequestHeaderV1
+    buf = io.BytesIO()
+    entity_writer(header_cls)(
+        buf,
+        header_cls(
+            request_api_key=i16(body.__api_key__),
+            request_api_version=i16(body.__version__),
+            correlation_id=i32(correlation_id),
+            client_id=client_id,
+        ),
+    )
+    entity_writer(type(body))(buf, body)
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+class WireClient:
+    def __init__(self, bootstrap: str) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, body: Any) -> int:
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, self.correlation_id))
+        return self.correlation_id
+
+    def _read_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            out += chunk
+        return bytes(out)
+
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._read_exact(4))
+        return self._read_exact(size)
+
+    def receive(self, request_body: Any) -> tuple[int, Any]:
+        """(correlation id, response entity) for a request of ``request_body``'s type."""
+        frame = self.read_frame()
+        schema = load_response_schema(request_body.__api_key__, request_body.__version__)
+        if schema.__flexible__ and schema.__api_key__ != 18:
+            header, offset = entity_reader(ResponseHeaderV1)(frame, 0)
+        else:
+            header, offset = entity_reader(ResponseHeaderV0)(frame, 0)
+        body, _ = entity_reader(schema)(frame, offset)
+        return header.correlation_id, body
+
+    def request(self, body: Any) -> Any:
+        correlation_id = self.send(body)
+        got, response = self.receive(body)
+        assert got == correlation_id, (got, correlation_id)
+        return response
+
+    def is_closed_by_peer(self) -> bool:
+        """True once the broker has closed this connection (waits up to the socket timeout)."""
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
