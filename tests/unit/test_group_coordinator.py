@@ -206,7 +206,7 @@ def test_two_members_one_generation_and_sync_waits_for_the_store() -> None:
 
 def test_leader_sync_missing_members_get_empty_assignment() -> None:
     h = Harness()
-    _, b = h.join(client_id="a"), h.join(client_id="b")
+    a, b = h.join(client_id="a"), h.join(client_id="b")
     h.coord.tick()
     sb = h.sync(b.one)
     h.sync(a.one, assignments={"a-id1": b"x"})
@@ -216,7 +216,7 @@ def test_leader_sync_missing_members_get_empty_assignment() -> None:
 
 def test_sync_storage_error_fails_waiters_and_rebalances() -> None:
     h = Harness()
-    _, b = h.join(client_id="a"), h.join(client_id="b")
+    a, b = h.join(client_id="a"), h.join(client_id="b")
     h.coord.tick()
     sb = h.sync(b.one)
     sa = h.sync(a.one, assignments={})
@@ -279,7 +279,7 @@ def test_rejoin_in_stable() -> None:
 
 def test_rejoin_in_completing_rebalance_resends_the_response() -> None:
     h = Harness()
-    _, b = h.join(client_id="a"), h.join(client_id="b")
+    a, b = h.join(client_id="a"), h.join(client_id="b")
     h.coord.tick()
     again = h.join(member_id=a.one.member_id).one
     assert again.generation_id == 1 and len(again.members) == 2
@@ -465,7 +465,7 @@ def test_initial_delay_does_not_complete_early_when_all_joined() -> None:
 
 def test_members_that_do_not_sync_are_removed() -> None:
     h = Harness()
-    _, b = h.join(client_id="a"), h.join(client_id="b")
+    a, b = h.join(client_id="a"), h.join(client_id="b")
     h.coord.tick()
     sa = h.sync(a.one, assignments={})
     h.store.complete_all()

@@ -47,7 +47,6 @@ from pathlib import Path
 from ..config import TopicConfig
 from ..protocol.errors import ErrorCode
 from ..records.batch import (
-    HEADER_SIZE,
     BatchHeader,
     Invalid,
     read_header,
