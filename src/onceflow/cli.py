@@ -36,7 +36,7 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .broker.broker import Broker
+    from .broker.broker import Broker, tune_process_allocator
 
     try:
         config = BrokerConfig.load(args.config, args.override)
@@ -44,6 +44,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"onceflow broker: {exc}", file=sys.stderr)
         return 2
     host, port = args.listen
+    tune_process_allocator()
 
     async def run() -> None:
         broker = Broker(config, args.data_dir, host, port)

@@ -22,13 +22,14 @@ META1 = encode_request(MetadataV1(topics=None), 8)
 
 
 def frames_from(reader: FrameReader) -> list[bytes]:
+    """Frames as bytes: a frame view is only valid until more data is received."""
     out = []
     while (frame := reader.next_frame()) is not NEED_DATA:
-        out.append(frame)
+        out.append(bytes(frame))  # type: ignore[arg-type]
     return out
 
 
-@pytest.mark.parametrize("mode", ["whole", "byte-by-byte", "trailing"])
+@pytest.mark.parametrize("mode", ["whole", "byte-by-byte", "trailing", "socket-buffer"])
 def test_frames_are_cut_exactly(mode: str) -> None:
     reader = FrameReader(1 << 20)
     stream = META12 + META1
@@ -40,11 +41,38 @@ def test_frames_are_cut_exactly(mode: str) -> None:
         for i in range(len(stream)):
             reader.receive_data(stream[i : i + 1])
             got += frames_from(reader)
-    else:
+    elif mode == "trailing":
         reader.receive_data(stream + META12[:5])
         got = frames_from(reader)
         assert reader.buffered == 5
+    else:  # as asyncio's BufferedProtocol feeds it: reads of uneven sizes into get_buffer()
+        pos = 0
+        for size in (3, 17, 1, 40, 1000):
+            buf = reader.get_buffer(-1)
+            chunk = stream[pos : pos + size]
+            buf[: len(chunk)] = chunk
+            reader.buffer_updated(len(chunk))
+            pos += len(chunk)
+            got += frames_from(reader)
     assert got == [META12[4:], META1[4:]]
+
+
+def test_a_frame_larger_than_the_buffer_is_assembled_whole() -> None:
+    reader = FrameReader(8 << 20)
+    body = b"\x00\x03\x00\x01\x00\x00\x00\x05" + bytes(range(256)) * 8000  # ~2 MB frame
+    stream = struct.pack(">i", len(body)) + body
+    pos = 0
+    frames = []
+    while pos < len(stream):
+        buf = reader.get_buffer(-1)
+        n = min(len(buf), 100_000, len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        reader.buffer_updated(n)
+        pos += n
+        frames += frames_from(reader)
+    assert frames == [body]
+    reader.get_buffer(-1)  # empty again: the grown buffer is given back
+    assert len(reader._buf) <= 4 * (256 << 10)
 
 
 def test_oversized_and_negative_frames_are_refused_before_buffering() -> None:

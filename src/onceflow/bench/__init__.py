@@ -195,6 +195,21 @@ def bench_consume(bootstrap: str, topic: str, records: int) -> Result:
     return Result("consume", count, nbytes, elapsed)
 
 
+def count_records(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4()}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        total = 0
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
 def run_bench(args: argparse.Namespace) -> int:
     topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
     with contextlib.ExitStack() as stack:
@@ -203,11 +218,14 @@ def run_bench(args: argparse.Namespace) -> int:
         if args.workload == "produce":
             result = bench_produce(bootstrap, topic, args.record_size, args.seconds, args.acks, args.linger_ms)
         else:
-            # Fill the topic first (acks=1 to be quick), then read it all back.
-            fill_seconds = max(1.0, args.records * args.record_size / 150e6)
-            filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms)
-            print(f"(filled the topic: {filled.line()})", file=sys.stderr)
-            result = bench_consume(bootstrap, topic, min(args.records, filled.records))
+            # Fill the topic first if it holds fewer records than asked for, then read them back.
+            available = count_records(bootstrap, topic)
+            while available < args.records:
+                fill_seconds = max(1.0, (args.records - available) * args.record_size / 200e6)
+                filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms)
+                print(f"(filled the topic: {filled.line()})", file=sys.stderr)
+                available = count_records(bootstrap, topic)
+            result = bench_consume(bootstrap, topic, args.records)
     if args.json:
         print(json.dumps({**asdict(result), "records_per_s": result.records_per_s, "mb_per_s": result.mb_per_s}))
     else:

@@ -1,9 +1,10 @@
 """The asyncio network layer: bytes between sockets and the sans-I/O protocol core.
 
 Theory of operation (after uvicorn's H11Protocol): one ``KafkaProtocol``
-per connection feeds received bytes to a ``FrameReader``, parses each
-complete frame into a ``Request`` and hands it to its handler at once, in
-arrival order.  A handler returns a response entity, an awaitable of one
+per connection lets the socket read straight into its ``FrameReader``'s
+buffer (``asyncio.BufferedProtocol``: no copy of the request bytes), parses
+each complete frame into a ``Request`` and hands it to its handler at once,
+in arrival order.  A handler returns a response entity, an awaitable of one
 (a produce waiting for fsync, a fetch long-polling, a JoinGroup waiting for
 the rebalance), or None (acks=0 produce: no response).
 
@@ -70,7 +71,7 @@ class ServerState:
         versions.add(request.api_version)
 
 
-class KafkaProtocol(asyncio.Protocol):
+class KafkaProtocol(asyncio.BufferedProtocol):
     def __init__(
         self,
         dispatch: Callable[[Request, KafkaProtocol], Any],
@@ -121,7 +122,16 @@ class KafkaProtocol(asyncio.Protocol):
         self._write_paused = False
         self._update_reading()
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._reader.buffer_updated(nbytes)
+        if not self._closing:
+            self._process_frames()
+
     def data_received(self, data: bytes) -> None:
+        """Feed bytes by hand (tests drive the protocol this way, without a socket)."""
         if self._closing:
             return
         self._reader.receive_data(data)
@@ -141,7 +151,7 @@ class KafkaProtocol(asyncio.Protocol):
 
     # -- requests -------------------------------------------------------------
 
-    def _handle_frame(self, frame: bytes) -> None:
+    def _handle_frame(self, frame: memoryview) -> None:
         try:
             request = parse_request(frame)
         except ProtocolError as exc:

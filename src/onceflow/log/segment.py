@@ -8,6 +8,14 @@ entry keyed by that batch's base offset.  ``find_batch`` turns an offset into
 a file position with one index lookup and a short forward scan over batch
 headers; ``read`` returns stored bytes as they are.
 
+Appends go into space preallocated ahead of the end of the file, 4 MiB at
+a time, with ``fallocate(FALLOC_FL_KEEP_SIZE)``: the file's size stays the
+size of its data, but the filesystem does not have to allocate blocks page
+by page as the file grows.  On this project's development machine that is
+the difference between 365 MB/s and over 5 GB/s of page-cache writes
+(docs/performance.md).  Blocks left past the end are released when the
+segment is rolled or closed.
+
 ``recover`` rebuilds a segment after a crash: it re-reads every batch,
 checks its CRC and offset order, truncates the file at the first batch that
 is torn or corrupt, and regenerates both indexes.  ``load`` is the fast path
@@ -29,6 +37,25 @@ log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20
 _RECOVER_CHUNK = 8 << 20
+PREALLOCATE_CHUNK = 4 << 20
+_FALLOC_FL_KEEP_SIZE = 1
+
+
+def _load_fallocate():  # type: ignore[no-untyped-def]
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = libc.fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_fallocate = _load_fallocate()
 
 
 def segment_name(base_offset: int) -> str:
@@ -53,6 +80,7 @@ class Segment:
         "rolling_timestamp",
         "created_ms",
         "_bytes_since_index",
+        "_allocated",
     )
 
     def __init__(self, directory: Path, base_offset: int, now_ms: int) -> None:
@@ -70,6 +98,8 @@ class Segment:
         self.rolling_timestamp: int | None = None
         self.created_ms = now_ms
         self._bytes_since_index = 0
+        #: Bytes of the file backed by preallocated blocks (0: preallocation unavailable).
+        self._allocated = self.size
 
     # -- writing --------------------------------------------------------------
 
@@ -80,6 +110,8 @@ class Segment:
         """
         position = self.size
         total = len(prefix) + len(body)
+        if position + total > self._allocated and self._allocated >= 0:
+            self._preallocate(position + total)
         written = os.pwritev(self.fd, [prefix, body], position)
         while written < total:  # short writes are rare, but legal
             data = (bytes(prefix) + bytes(body))[written:]
@@ -99,11 +131,25 @@ class Segment:
         self.next_offset = next_offset
         return position
 
+    def _preallocate(self, needed: int) -> None:
+        length = max(PREALLOCATE_CHUNK, needed - self._allocated)
+        if _fallocate is None or _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, self._allocated, length) != 0:
+            self._allocated = -1  # not supported here: plain appends from now on
+            return
+        self._allocated += length
+
+    def release_preallocated(self) -> None:
+        """Give back the blocks preallocated past the end of the data."""
+        if self._allocated > self.size:
+            os.ftruncate(self.fd, self.size)
+            self._allocated = self.size
+
     def flush(self) -> None:
         os.fsync(self.fd)
 
     def flush_all(self) -> None:
         """fsync the log and both indexes (done when the segment is rolled)."""
+        self.release_preallocated()
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
@@ -245,6 +291,7 @@ class Segment:
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.release_preallocated()
             os.close(self.fd)
             self.fd = -1
         self.index.close()

@@ -55,34 +55,77 @@ NEED_DATA: Final = _NeedData()
 
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
-_COMPACT_AT = 1 << 20
+_INITIAL_BUFFER = 256 << 10
+_MIN_ROOM = 64 << 10
 
 
 class FrameReader:
-    """Buffers inbound bytes and cuts them into frames (no I/O)."""
+    """Buffers inbound bytes and cuts them into frames (no I/O).
 
-    __slots__ = ("_buf", "_pos", "max_frame_bytes")
+    Bytes come in one of two ways: ``receive_data(data)`` copies them in, or
+    the socket writes straight into the buffer through ``get_buffer`` and
+    ``buffer_updated`` (asyncio's BufferedProtocol), which saves a copy of
+    every produced byte.  ``next_frame`` returns a memoryview into the
+    buffer: it is valid until the next call that adds data, so a frame must
+    be parsed before more bytes are read (kio copies what it keeps).
+
+    A frame is always contiguous: once its size prefix is known the buffer
+    grows to hold all of it.  A buffer grown for one large frame shrinks back
+    when it is empty again.
+    """
+
+    __slots__ = ("_buf", "_start", "_end", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
-        self._buf = bytearray()
-        self._pos = 0
+        self._buf = bytearray(_INITIAL_BUFFER)
+        self._start = 0
+        self._end = 0
         self.max_frame_bytes = max_frame_bytes
-
-    def receive_data(self, data: bytes) -> None:
-        if self._pos and (self._pos >= _COMPACT_AT or self._pos == len(self._buf)):
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return self._end - self._start
 
-    def next_frame(self) -> bytes | _NeedData:
-        available = len(self._buf) - self._pos
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Free space at the end of the buffer for the next read (at least 64 KiB)."""
+        self._make_room(max(sizehint, _MIN_ROOM))
+        return memoryview(self._buf)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        self._make_room(len(data))
+        self._buf[self._end : self._end + len(data)] = data
+        self._end += len(data)
+
+    def _make_room(self, want: int) -> None:
+        pending = self._end - self._start
+        if pending == 0:
+            self._start = self._end = 0
+            if len(self._buf) > 4 * _INITIAL_BUFFER and want <= _INITIAL_BUFFER:
+                self._buf = bytearray(_INITIAL_BUFFER)  # a large frame has passed: give the memory back
+        if len(self._buf) - self._end >= want:
+            return
+        needed = pending + want
+        if pending >= 4:
+            (size,) = _SIZE.unpack_from(self._buf, self._start)
+            if 0 <= size <= self.max_frame_bytes:
+                needed = max(needed, 4 + size)
+        if needed <= len(self._buf):
+            # Slide the unread bytes to the front (same length: allowed with views alive).
+            self._buf[:pending] = self._buf[self._start : self._end]
+        else:
+            grown = bytearray(max(needed, 2 * len(self._buf)))
+            grown[:pending] = self._buf[self._start : self._end]
+            self._buf = grown
+        self._start, self._end = 0, pending
+
+    def next_frame(self) -> memoryview | _NeedData:
+        available = self._end - self._start
         if available < 4:
             return NEED_DATA
-        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        (size,) = _SIZE.unpack_from(self._buf, self._start)
         if size < 0 or size > self.max_frame_bytes:
             raise FrameTooLarge(
                 f"frame of {size} bytes is larger than socket.request.max.bytes={self.max_frame_bytes}"
@@ -91,10 +134,9 @@ class FrameReader:
             )
         if available < 4 + size:
             return NEED_DATA
-        start = self._pos + 4
-        frame = bytes(self._buf[start : start + size])
-        self._pos = start + size
-        return frame
+        begin = self._start + 4
+        self._start = begin + size
+        return memoryview(self._buf)[begin : begin + size].toreadonly()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +176,14 @@ def _body_reader(api_key: int, version: int) -> Any:
     return reader
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """api_key, api_version, correlation_id of a frame (raises InvalidRequest if too short)."""
     if len(frame) < _HEADER_PREFIX.size:
         raise InvalidRequest(f"request frame of {len(frame)} bytes is shorter than a header")
     return _HEADER_PREFIX.unpack_from(frame, 0)
 
 
-def parse_request(frame: bytes) -> Request | UnknownApiVersions:
+def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
     api_key, api_version, correlation_id = peek_header(frame)
     if not apis.is_supported(api_key, api_version):
         if api_key == apis.API_VERSIONS and api_version > apis.max_version(api_key):
