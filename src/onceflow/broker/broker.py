@@ -8,8 +8,9 @@ only then listens.  Every request is dispatched by API key to a function in
 ``Broker.stop`` stops listening, answers what is pending, fsyncs everything,
 and leaves the clean-shutdown marker so the next start skips recovery.
 
-Everything runs on the event loop thread except fsync (``log.durability``),
-so components need no locks.
+Everything runs on the event loop thread except writing log data to files
+and fsync, which the I/O thread does (``log.durability``); components need
+no locks.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import BrokerConfig
 from ..coordinator.group.coordinator import GroupCoordinator
-from ..log.durability import GroupCommit
+from ..log.durability import GroupCommit, IoThread
 from ..log.partition_log import PartitionLog
 from ..protocol import apis
 from ..protocol.errors import ErrorCode
@@ -57,7 +58,8 @@ class Broker:
         self.port = port
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config["node.id"]
-        self.registry = PartitionRegistry(self.data_dir, config)
+        self.io = IoThread()
+        self.registry = PartitionRegistry(self.data_dir, config, self.io)
         self.group_commit: GroupCommit | None = None
         self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self))
         self.state = ServerState()
@@ -71,7 +73,7 @@ class Broker:
 
     async def start(self) -> None:
         self.registry.open(self.clock.now_ms())
-        self.group_commit = GroupCommit()
+        self.group_commit = GroupCommit(self.io)
         self.group_commit.start()
         self._load_groups()
         loop = asyncio.get_running_loop()
@@ -108,6 +110,7 @@ class Broker:
         if self.group_commit is not None:
             await self.group_commit.stop()
         self.registry.close(clean=True)
+        self.io.shutdown()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..config import BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
 from ..protocol.errors import ErrorCode
+from ..log.durability import DIRECT, SegmentWriter
 from ..log.partition_log import PartitionLog, partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,9 @@ class Topic:
 
 
 class PartitionRegistry:
-    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+    def __init__(self, data_dir: Path, config: BrokerConfig, writer: SegmentWriter = DIRECT) -> None:
         self.data_dir = data_dir
+        self.writer = writer
         self.config = config
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
@@ -149,7 +151,9 @@ class PartitionRegistry:
 
     def _open_partition(self, topic: Topic, partition: int, now_ms: int) -> PartitionLog:
         directory = self.data_dir / partition_dir_name(topic.name, partition)
-        return PartitionLog(topic.name, partition, directory, topic.config, now_ms, clean_shutdown=self.clean_start)
+        return PartitionLog(
+            topic.name, partition, directory, topic.config, now_ms, clean_shutdown=self.clean_start, writer=self.writer
+        )
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic

@@ -1,7 +1,21 @@
-"""Group-committed fsync: one fsync answers every acks=all request waiting at that moment.
+"""Getting log data onto disk: the I/O thread, and group-committed fsync.
 
-Theory of operation: appends go to the page cache and mark their partition
-dirty.  A single flusher task repeatedly takes the set of dirty partitions,
+Theory of operation.  The event loop never copies log data into the page
+cache itself: ``Segment.append`` hands the bytes to a ``SegmentWriter``.  In
+the broker that is ``IoThread``, one thread that performs every log write
+and every fsync in the order they were submitted.  Parsing the next request
+and copying the last one into the page cache then overlap, and the FIFO
+gives the ordering durability needs for free: an fsync submitted after a
+write runs after it.  Anything that must see the file complete (rolling a
+segment, closing or deleting a log) first calls ``barrier()``.  Tests and
+start-up recovery use ``DirectWriter``, which writes at once on the
+caller's thread.
+
+A write that fails (EIO, ENOSPC) is recorded on its segment.  The next fsync
+of that partition reports it, so no waiter is told its data is durable, and
+the partition refuses further appends with KAFKA_STORAGE_ERROR.
+
+Group commit: appends mark their partition dirty.  A single flusher task repeatedly takes the set of dirty partitions,
 notes for each the end of what has been written (its ``FlushPoint``),
 fsyncs those files in a worker thread, and then, back on the event loop,
 advances each partition's high watermark to its flush point and resolves
@@ -23,18 +37,88 @@ import logging
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
 
-from .partition_log import FlushPoint, PartitionLog
+if TYPE_CHECKING:
+    from .partition_log import FlushPoint, PartitionLog
+    from .segment import Segment
 
 log = logging.getLogger(__name__)
 
+Buffers = list[bytes | memoryview]
+
+
+def pwrite_all(fd: int, buffers: Buffers, position: int) -> None:
+    """Write every buffer at ``position``, retrying short writes."""
+    total = sum(len(b) for b in buffers)
+    written = os.pwritev(fd, buffers, position)
+    if written < total:
+        rest = b"".join(bytes(b) for b in buffers)[written:]
+        while rest:
+            n = os.pwrite(fd, rest, position + written)
+            written += n
+            rest = rest[n:]
+
+
+class SegmentWriter(Protocol):
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        """Write ``buffers`` at ``position`` of ``segment``'s log file (maybe later)."""
+        ...
+
+    def barrier(self) -> None:
+        """Return once every write submitted so far has been performed."""
+        ...
+
+
+class DirectWriter:
+    """Writes at once, on the caller's thread (unit tests, start-up recovery)."""
+
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        pwrite_all(segment.fd, buffers, position)
+
+    def barrier(self) -> None:
+        pass
+
+
+DIRECT = DirectWriter()
+
+
+class IoThread:
+    """One thread for every log write and fsync, performed in submission order."""
+
+    def __init__(self) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onceflow-io")
+
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        self.executor.submit(_write_job, segment, buffers, position)
+
+    def barrier(self) -> None:
+        self.executor.submit(_nothing).result()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=True)
+
+
+def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
+    if segment.write_error is not None or segment.fd < 0:
+        return
+    try:
+        pwrite_all(segment.fd, buffers, position)
+    except OSError as exc:
+        segment.write_error = exc
+        log.error("write to %s failed: %s; the partition refuses further appends", segment.log_path, exc)
+
+
+def _nothing() -> None:
+    pass
+
 
 class GroupCommit:
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, io: IoThread) -> None:
         self._dirty: dict[PartitionLog, None] = {}
         self._waiters: dict[PartitionLog, deque[tuple[int, asyncio.Future[None]]]] = {}
         self._wake = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onceflow-fsync")
+        self._io = io
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.flushes = 0
@@ -80,15 +164,15 @@ class GroupCommit:
             self._dirty.clear()
             if not batch:
                 continue
-            fds = [point.segment.fd for _, point in batch]
+            segments = [point.segment for _, point in batch]
             error: OSError | None = None
             try:
-                await loop.run_in_executor(self._executor, _fsync_all, fds)
+                await loop.run_in_executor(self._io.executor, _fsync_all, segments)
             except OSError as exc:
                 error = exc
                 log.error("fsync failed: %s", exc)
             self.flushes += 1
-            self.fsyncs += len(fds)
+            self.fsyncs += len(segments)
             for partition, point in batch:
                 if error is None:
                     partition.on_flushed(point)
@@ -123,14 +207,13 @@ class GroupCommit:
         self._wake.set()
         if self._task is not None:
             await self._task
-        self._executor.shutdown(wait=True)
 
 
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            if exc.errno == 9:  # EBADF: the segment was closed (deleted) meanwhile
-                continue
-            raise
+def _fsync_all(segments: list[Segment]) -> None:
+    """Runs on the I/O thread, after every write submitted before it."""
+    for segment in segments:
+        if segment.write_error is not None:
+            raise segment.write_error
+        if segment.fd < 0:
+            continue  # closed (its topic was deleted) meanwhile
+        os.fsync(segment.fd)

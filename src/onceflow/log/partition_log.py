@@ -55,6 +55,7 @@ from ..records.batch import (
     with_log_append_time,
 )
 from ..records.records import iter_records
+from .durability import DIRECT, SegmentWriter
 from .segment import Segment, SegmentCorrupt
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,10 @@ class PartitionLog:
         now_ms: int,
         *,
         clean_shutdown: bool = True,
+        writer: SegmentWriter = DIRECT,
     ) -> None:
         self.topic = topic
+        self.writer = writer
         self.partition = partition
         self.dir = directory
         self.config = config
@@ -126,10 +129,10 @@ class PartitionLog:
         for stale in self.dir.glob("*.swap"):
             stale.unlink()
         if not bases:
-            self._add_segment(Segment(self.dir, 0, now_ms))
+            self._add_segment(Segment(self.dir, 0, now_ms, self.writer))
             return
         for i, base in enumerate(bases):
-            segment = Segment(self.dir, base, now_ms)
+            segment = Segment(self.dir, base, now_ms, self.writer)
             is_active = i == len(bases) - 1
             if clean_shutdown or not is_active:
                 try:
@@ -182,6 +185,8 @@ class PartitionLog:
         header = validate_produced(records, self.config.max_message_bytes)
         if isinstance(header, Invalid):
             return header
+        if self.segments[-1].write_error is not None:
+            return Invalid(ErrorCode.kafka_storage_error, f"an earlier write failed: {self.segments[-1].write_error}")
         if header.has_producer_id:
             # Idempotent/transactional batches need producer state (not implemented yet);
             # refusing them beats storing them without their guarantees.
@@ -229,8 +234,12 @@ class PartitionLog:
         old = self.segments[-1]
         if old.size == 0:
             return old
+        # Every segment but the last is complete and fsynced (recovery relies on it):
+        # wait for the I/O thread to write what it holds, then fsync.  A roll comes
+        # once per segment.bytes, so this rare pause is cheap.
+        self.writer.barrier()
         old.flush_all()
-        segment = Segment(self.dir, old.next_offset, now_ms)
+        segment = Segment(self.dir, old.next_offset, now_ms, self.writer)
         self._add_segment(segment)
         log.debug("%s: rolled to %s (%s)", self.name, segment.log_path.name, reason)
         return segment
@@ -304,12 +313,12 @@ class PartitionLog:
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
-            found = segment.find_timestamp(timestamp)
+            if segment.base_offset >= self.high_watermark:
+                return None
+            found = segment.find_timestamp(timestamp, self._position_bound(segment, self.high_watermark))
             if found is None:
                 continue
             position, header = found
-            if header.base_offset >= self.high_watermark:
-                return None
             batch = segment.read(position, header.size)
             for record in iter_records(batch, header):
                 if record.timestamp >= timestamp:
@@ -322,9 +331,9 @@ class PartitionLog:
         for segment in self.segments:
             if segment.max_timestamp < 0 or (best is not None and segment.max_timestamp <= best[1].max_timestamp):
                 continue
-            for position, header in segment.headers_from(0):
-                if header.base_offset >= self.high_watermark:
-                    break
+            if segment.base_offset >= self.high_watermark:
+                break
+            for position, header in segment.headers_from(0, self._position_bound(segment, self.high_watermark)):
                 if best is None or header.max_timestamp > best[1].max_timestamp:
                     best = (header.base_offset, header, segment, position)
         if best is None:
@@ -369,6 +378,7 @@ class PartitionLog:
     # -- lifetime -------------------------------------------------------------
 
     def flush_all(self) -> None:
+        self.writer.barrier()
         for segment in self.segments:
             segment.flush_all()
 
@@ -376,6 +386,7 @@ class PartitionLog:
         if self.closed:
             return
         self.closed = True
+        self.writer.barrier()  # no write may still target a file about to be closed
         for segment in self.segments:
             segment.close()
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
+from .durability import DIRECT, SegmentWriter
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,11 @@ class Segment:
         "created_ms",
         "_bytes_since_index",
         "_allocated",
+        "writer",
+        "write_error",
     )
 
-    def __init__(self, directory: Path, base_offset: int, now_ms: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, now_ms: int, writer: SegmentWriter = DIRECT) -> None:
         self.base_offset = base_offset
         self.dir = directory
         stem = segment_name(base_offset)
@@ -98,24 +101,26 @@ class Segment:
         self.rolling_timestamp: int | None = None
         self.created_ms = now_ms
         self._bytes_since_index = 0
-        #: Bytes of the file backed by preallocated blocks (0: preallocation unavailable).
+        #: Bytes of the file backed by preallocated blocks (-1: preallocation unavailable).
         self._allocated = self.size
+        self.writer = writer
+        #: Set by the I/O thread if a write failed; the partition then refuses appends.
+        self.write_error: OSError | None = None
 
     # -- writing --------------------------------------------------------------
 
     def append(self, prefix: bytes, body: bytes | memoryview, header: BatchHeader, base_offset: int, index_interval: int) -> int:
         """Write one batch (``prefix`` + ``body``, already stamped with ``base_offset``).
 
-        Returns the file position the batch starts at.
+        The bytes reach the file through the segment's writer (perhaps a moment
+        later, on the I/O thread); ``size`` and the indexes move now.  Returns
+        the file position the batch starts at.
         """
         position = self.size
         total = len(prefix) + len(body)
         if position + total > self._allocated and self._allocated >= 0:
             self._preallocate(position + total)
-        written = os.pwritev(self.fd, [prefix, body], position)
-        while written < total:  # short writes are rare, but legal
-            data = (bytes(prefix) + bytes(body))[written:]
-            written += os.pwrite(self.fd, data, position + written)
+        self.writer.write(self, [prefix, body], position)
         self.size = position + total
         next_offset = base_offset + header.last_offset_delta + 1
         if self.rolling_timestamp is None:
@@ -141,7 +146,10 @@ class Segment:
     def release_preallocated(self) -> None:
         """Give back the blocks preallocated past the end of the data."""
         if self._allocated > self.size:
-            os.ftruncate(self.fd, self.size)
+            try:
+                os.ftruncate(self.fd, self.size)
+            except OSError as exc:  # a failing disk: the blocks stay allocated, nothing is lost
+                log.warning("%s: cannot release preallocated space: %s", self.log_path, exc)
             self._allocated = self.size
 
     def flush(self) -> None:
@@ -167,8 +175,12 @@ class Segment:
             cursor = 0
             while cursor + HEADER_SIZE <= len(chunk):
                 header = read_header(chunk, cursor)
+                if header.batch_length <= 0:
+                    return  # not written yet (or not a batch): nothing more to scan
                 yield position + cursor, header
                 cursor += header.size
+            if cursor == 0:
+                return  # the bytes are not on file yet: stop rather than spin
             position += cursor
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
@@ -179,11 +191,11 @@ class Segment:
                 return pos, header
         return None
 
-    def find_timestamp(self, timestamp: int) -> tuple[int, BatchHeader] | None:
-        """The first batch whose max timestamp is at or after ``timestamp``."""
+    def find_timestamp(self, timestamp: int, end: int) -> tuple[int, BatchHeader] | None:
+        """The first batch before file position ``end`` whose max timestamp is at or after ``timestamp``."""
         relative = self.time_index.lookup(timestamp)
         _, position = self.index.lookup(relative)
-        for pos, header in self.headers_from(position):
+        for pos, header in self.headers_from(position, end):
             if header.max_timestamp >= timestamp:
                 return pos, header
         return None
@@ -290,6 +302,7 @@ class Segment:
     # -- lifetime -------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the files; the caller has made sure no write is still pending (``writer.barrier()``)."""
         if self.fd >= 0:
             self.release_preallocated()
             os.close(self.fd)

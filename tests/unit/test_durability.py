@@ -1,0 +1,107 @@
+"""The I/O thread and group commit, on real files: ordering, barriers, one fsync for
+many waiters, and write errors that must never be acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from onceflow.clock import FakeClock
+from onceflow.config import BrokerConfig, TopicConfig
+from onceflow.log.durability import GroupCommit, IoThread
+from onceflow.log.partition_log import PartitionLog, ReadResult
+from onceflow.protocol.errors import ErrorCode
+from onceflow.records.batch import Invalid, scan
+from onceflow.records.builder import build_batch
+
+
+def open_log(path: Path, io: IoThread) -> PartitionLog:
+    return PartitionLog("t", 0, path, TopicConfig({}, BrokerConfig()), FakeClock().now_ms(), writer=io)
+
+
+def batch(i: int) -> bytes:
+    return build_batch([(None, b"record-%d" % i * 20)], 1_700_000_000_000)
+
+
+def test_writes_land_in_order_and_barrier_waits_for_them(tmp_path: Path) -> None:
+    io = IoThread()
+    log = open_log(tmp_path / "t-0", io)
+    for i in range(200):
+        log.append_produced(batch(i), 0)
+    io.barrier()
+    data = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+    assert [h.base_offset for _, h in scan(data, verify_crc=True)] == list(range(200))
+    log.close()
+    io.shutdown()
+
+
+def test_group_commit_answers_many_waiters_with_few_fsyncs(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int, int]:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        log = open_log(tmp_path / "t-0", io)
+        waiters = []
+        for i in range(300):
+            result = log.append_produced(batch(i), 0)
+            commit.mark_dirty(log)
+            waiters.append(commit.wait_durable(log, result.last_offset + 1))
+        await asyncio.wait_for(asyncio.gather(*waiters), 30)
+        hw = log.high_watermark
+        await commit.stop()
+        log.close()
+        io.shutdown()
+        return hw, commit.flushes, commit.fsyncs
+
+    hw, flushes, fsyncs = asyncio.run(scenario())
+    assert hw == 300
+    assert flushes < 300 and fsyncs < 300, "one fsync answered many appends"
+
+
+def test_a_failed_write_is_never_acknowledged_and_stops_appends(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        log = open_log(tmp_path / "t-0", io)
+        ok = log.append_produced(batch(0), 0)
+        commit.mark_dirty(log)
+        await asyncio.wait_for(commit.wait_durable(log, ok.last_offset + 1), 30)
+        # Swap the segment's file for a read-only descriptor: the next write fails (EBADF).
+        segment = log.segments[-1]
+        readonly = os.open(segment.log_path, os.O_RDONLY)
+        os.close(segment.fd)
+        segment.fd = readonly
+        bad = log.append_produced(batch(1), 0)
+        commit.mark_dirty(log)
+        with pytest.raises(OSError):
+            await asyncio.wait_for(commit.wait_durable(log, bad.last_offset + 1), 30)
+        assert log.high_watermark == 1, "the failed batch never became visible"
+        refused = log.append_produced(batch(2), 0)
+        assert isinstance(refused, Invalid) and refused.error is ErrorCode.kafka_storage_error
+        visible = log.read(0, 1 << 20)
+        assert isinstance(visible, ReadResult)
+        assert [h.base_offset for _, h in scan(visible.records)] == [0]
+        await commit.stop()
+        log.close()
+        io.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_roll_waits_for_pending_writes_before_fsyncing_the_old_segment(tmp_path: Path) -> None:
+    io = IoThread()
+    one = len(batch(0))
+    log = PartitionLog("t", 0, tmp_path / "t-0", TopicConfig({"segment.bytes": one * 5}, BrokerConfig()), 0, writer=io)
+    for i in range(23):
+        log.append_produced(batch(i), 0)
+    # Rolled segments are complete on disk the moment the roll returns.
+    for segment in log.segments[:-1]:
+        data = segment.log_path.read_bytes()
+        assert len(data) == segment.size
+        assert [h.base_offset for _, h in scan(data, verify_crc=True)][-1] == segment.next_offset - 1
+    log.close()
+    io.shutdown()
