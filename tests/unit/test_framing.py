@@ -3,6 +3,7 @@ limits; header versions; KIP-511."""
 
 from __future__ import annotations
 
+import datetime
 import struct
 
 import pytest
@@ -117,7 +118,7 @@ def test_api_versions_of_an_unknown_version_gets_the_kip_511_fallback() -> None:
 
 
 def test_response_header_versions() -> None:
-    flexible = encode_response(5, MetadataResponse(throttle_time=__import__("datetime").timedelta(0), brokers=(), cluster_id=None,
+    flexible = encode_response(5, MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id=None,
                                                    controller_id=1, topics=()))
     (size, correlation, tags) = struct.unpack_from(">iib", flexible)
     assert size == len(flexible) - 4 and correlation == 5 and tags == 0

@@ -258,8 +258,8 @@ def _writer(schema: type) -> Any:
     return writer
 
 
-def encode_response(correlation_id: int, body: Any) -> bytes:
-    """A complete response frame, size prefix included.
+def encode_response(correlation_id: int, body: Any) -> memoryview:
+    """A complete response frame, size prefix included (a view of the encoding buffer: no copy).
 
     The header version follows the body's schema (v1 for flexible versions),
     except that ApiVersions responses always use header v0 (KIP-511).
@@ -273,5 +273,4 @@ def encode_response(correlation_id: int, body: Any) -> bytes:
     _writer(type(body))(buf, body)
     out = buf.getbuffer()
     _SIZE.pack_into(out, 0, len(out) - 4)
-    del out
-    return buf.getvalue()
+    return out
