@@ -145,6 +145,17 @@ _BROKER_ROWS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", ConfigType.INT, 6000, "Smallest session timeout a member may ask for."),
     ConfigDef("group.max.session.timeout.ms", ConfigType.INT, 1800000, "Largest session timeout a member may ask for."),
     ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", ConfigType.INT, 50, "Partitions of __transaction_state.", _at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __transaction_state has one replica here."),
+    ConfigDef("transaction.state.log.min.isr", ConfigType.INT, 2, "Accepted for compatibility."),
+    ConfigDef("transaction.state.log.segment.bytes", ConfigType.INT, 104857600, "Segment size of __transaction_state.", _at_least(14)),
+    ConfigDef("transaction.max.timeout.ms", ConfigType.INT, 900000, "Largest transaction.timeout.ms a producer may ask for.", _at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", ConfigType.INT, 604800000, "A transactional id idle this long (and not in a transaction) is forgotten.", _at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, 10000, "How often transactions past their timeout are aborted.", _at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, 3600000, "How often expired transactional ids are removed.", _at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, "Refuse transactional produce to a partition not added to the transaction (KIP-890 part 1)."),
+    ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1)),
 ]
 
 _TOPIC_ROWS: list[ConfigDef] = [

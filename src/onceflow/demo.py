@@ -38,10 +38,10 @@ QUIET = {"log.connection.close": False}
 
 class _BrokerProcess:
     def __init__(self) -> None:
-        from .bench import _free_port
+        from .bench.workloads import free_port
 
         self.data_dir = tempfile.mkdtemp(prefix="onceflow-demo-")
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[str] | None = None
 
     @property

@@ -5,19 +5,23 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import records as rec
-from onceflow.coordinator.group.coordinator import GroupCoordinator, java_string_hashcode
+from onceflow.coordinator.group.coordinator import GroupCoordinator
+from onceflow.coordinator.partitioning import java_string_hashcode
 from onceflow.coordinator.group.metadata import GroupState
 from onceflow.coordinator.group.types import (
     FetchedOffset,
     JoinResult,
     LeaveMember,
     OffsetAndMetadata,
+    StoredMarker,
+    StoredRecord,
     SyncResult,
 )
 from onceflow.protocol.errors import ErrorCode
@@ -38,32 +42,59 @@ RANGE = [("range", subscription("t"))]
 
 
 class FakeStore:
-    """Records appends; the test decides when (and how) they complete."""
+    """Records appends; the test decides when (and how) they complete.
+
+    ``log`` has the (partition, key, value) of every durable record;
+    ``entries`` the same as the coordinator reads them back at start-up
+    (``StoredRecord`` with the producer of transactional batches, and the
+    ``StoredMarker``s written with ``write_marker``).
+    """
 
     def __init__(self, num_partitions: int = 50) -> None:
         self._num_partitions = num_partitions
         self.log: list[tuple[int, bytes, bytes | None]] = []
+        self.entries: list[tuple[int, StoredRecord | StoredMarker]] = []
         self.pending: list[tuple[int, list[tuple[bytes, bytes | None]], Callable[[ErrorCode], None]]] = []
+        #: The keyword arguments of each pending append (parallel to ``pending``).
+        self.pending_kwargs: list[dict[str, Any]] = []
+        #: The keyword arguments of every append, in order.
+        self.append_kwargs: list[dict[str, Any]] = []
 
     @property
     def num_partitions(self) -> int:
         return self._num_partitions
 
-    def append(self, partition, records, done) -> None:
+    def append(self, partition, records, done, **kwargs) -> None:
+        assert set(kwargs) <= {"producer_id", "producer_epoch", "transactional"}, kwargs
         self.pending.append((partition, list(records), done))
+        self.pending_kwargs.append(kwargs)
+        self.append_kwargs.append(kwargs)
+
+    def complete_next(self, error: ErrorCode = ErrorCode.none) -> None:
+        partition, records, done = self.pending.pop(0)
+        kwargs = self.pending_kwargs.pop(0)
+        if error is ErrorCode.none:
+            self.log.extend((partition, k, v) for k, v in records)
+            producer_id, transactional = kwargs.get("producer_id", -1), kwargs.get("transactional", False)
+            self.entries.extend((partition, StoredRecord(k, v, producer_id, transactional)) for k, v in records)
+        done(error)
 
     def complete_all(self, error: ErrorCode = ErrorCode.none) -> int:
         n = 0
         while self.pending:
-            partition, records, done = self.pending.pop(0)
-            if error is ErrorCode.none:
-                self.log.extend((partition, k, v) for k, v in records)
-            done(error)
+            self.complete_next(error)
             n += 1
         return n
 
+    def write_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker became durable (the test then tells the coordinator)."""
+        self.entries.append((partition, StoredMarker(producer_id, commit)))
+
     def partition_log(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         return [(k, v) for p, k, v in self.log if p == partition]
+
+    def partition_entries(self, partition: int) -> list[StoredRecord | StoredMarker]:
+        return [e for p, e in self.entries if p == partition]
 
     def pending_keys(self) -> list[object]:
         return [rec.decode_key(k) for _, records, _ in self.pending for k, _ in records]
@@ -82,11 +113,11 @@ class Box(list):
 
 
 class Harness:
-    def __init__(self, **overrides) -> None:
+    def __init__(self, *, store: FakeStore | None = None, **overrides) -> None:
         config = {"group.initial.rebalance.delay.ms": 0}
         config.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.clock = FakeClock()
-        self.store = FakeStore()
+        self.store = FakeStore() if store is None else store
         ids = itertools.count(1)
         self.coord = GroupCoordinator(BrokerConfig(config), self.clock, self.store, member_id_suffix=lambda: f"id{next(ids)}")
         self.coord.tick()  # the start-up expiration check
@@ -116,6 +147,23 @@ class Harness:
         box = Box()
         self.coord.commit_offsets(group, generation, member_id, instance, offsets, box)
         return box
+
+    def txn_commit(self, offsets, producer_id=1000, epoch=0, group="g", generation=-1, member_id="",
+                   instance=None) -> Box:
+        box = Box()
+        self.coord.commit_transactional_offsets(group, producer_id, epoch, generation, member_id, instance, offsets, box)
+        return box
+
+    def end_txn(self, producer_id=1000, commit=True, group="g") -> None:
+        """The transaction's marker is durable in the group's partition."""
+        partition = self.coord.partition_for(group)
+        self.store.write_marker(partition, producer_id, commit)
+        self.coord.complete_transaction(partition, producer_id, commit)
+
+    def fetch(self, tp, group="g", require_stable=False) -> FetchedOffset:
+        error, got = self.coord.fetch_offsets(group, [tp], require_stable)
+        assert error is ErrorCode.none
+        return got[tp]
 
     def stable_group(self, n=2, group="g", **join_kw) -> list[JoinResult]:
         """n dynamic members through join and sync; returns their join results (leader first)."""
@@ -147,6 +195,8 @@ def test_java_hashcode_and_partition_for() -> None:
     assert h.coord.partition_for("") == 0
     assert h.coord.partition_for("Aa") == h.coord.partition_for("BB")
     assert h.coord.partition_for("polygenelubricants") == 0  # Utils.abs(MIN_VALUE) == 0
+    negative = next(g for g in (f"group-{i}" for i in range(1000)) if java_string_hashcode(g) < 0)
+    assert h.coord.partition_for(negative) == -java_string_hashcode(negative) % 50  # Utils.abs, not & 0x7fffffff
 
 
 # ============================================================ join / sync

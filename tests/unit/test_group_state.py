@@ -207,3 +207,75 @@ def test_expiry_rules() -> None:
     pr.protocol_type = "consumer"
     pr.offsets.committed[("t", 0)] = OffsetAndMetadata(1, commit_timestamp_ms=0)
     assert pr.remove_expired_offsets(100 * day, day) == {}
+
+
+def test_transactional_offsets_lifecycle() -> None:
+    g = GroupMetadata("g", 0)
+    tp = ("t", 0)
+    g.on_offset_commit_append(tp, OffsetAndMetadata(1), seq=5)  # not pending: ignored
+    assert g.offset(tp) is None
+    g.prepare_offset_commit({tp: OffsetAndMetadata(1)})
+    g.on_offset_commit_append(tp, OffsetAndMetadata(1), seq=5)
+    assert g.offset(tp) == OffsetAndMetadata(1) and g.offsets.committed_seq == {tp: 5}
+    entries = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(2)})
+    assert g.offsets.has_pending(tp) and g.has_pending_offset_commits_from_producer(7)
+    assert g.active_producers == {7} and g.offset(tp) == OffsetAndMetadata(1)
+    g.on_txn_offset_commit_append(7, tp, entries[tp], 4)  # (an older record than the committed one)
+    assert g.complete_pending_txn_offset_commit(7, commit=True) == 0
+    assert g.offset(tp) == OffsetAndMetadata(1) and not g.offsets.has_pending(tp)
+    entries = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(3)})
+    g.on_txn_offset_commit_append(7, tp, entries[tp], 6)
+    assert g.complete_pending_txn_offset_commit(7, commit=True) == 1
+    assert g.offset(tp) == OffsetAndMetadata(3) and g.offsets.committed_seq == {tp: 6}
+    entries = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(4)})
+    g.on_txn_offset_commit_append(7, tp, entries[tp], 8)
+    assert g.complete_pending_txn_offset_commit(7, commit=False) == 0
+    assert g.offset(tp) == OffsetAndMetadata(3) and g.offsets.pending_transactional == {}
+
+
+def test_failed_transactional_append_falls_back_to_the_superseded_entry() -> None:
+    g = GroupMetadata("g", 0)
+    tp = ("t", 0)
+    first = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(1)})[tp]
+    second = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(2)})[tp]
+    assert second.replaced is first
+    g.on_txn_offset_commit_append(7, tp, first, 1)
+    g.fail_pending_txn_offset_commit(7, tp, second)
+    assert g.offsets.pending_transactional[7][tp] is first
+    g.fail_pending_txn_offset_commit(7, tp, first)  # (cannot happen after its success; still consistent)
+    assert g.offsets.pending_transactional == {}
+
+
+def test_commit_before_acknowledgement_waits_for_it() -> None:
+    g = GroupMetadata("g", 0)
+    tp = ("t", 0)
+    entry = g.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(1)})[tp]
+    assert g.complete_pending_txn_offset_commit(7, commit=True) == 0
+    assert g.offsets.has_pending(tp) and g.offsets.partitions() == {tp} and g.has_offsets()
+    g.on_txn_offset_commit_append(7, tp, entry, 3)
+    assert g.offset(tp) == OffsetAndMetadata(1) and not g.offsets.has_pending(tp)
+
+
+def test_remove_offsets_drops_transactional_commits() -> None:
+    g = GroupMetadata("g", 0)
+    a, b = ("t", 0), ("t", 1)
+    g.prepare_txn_offset_commit(7, {a: OffsetAndMetadata(1)})
+    g.prepare_txn_offset_commit(8, {a: OffsetAndMetadata(2), b: OffsetAndMetadata(3)})
+    assert g.offsets.partitions() == {a, b}
+    assert g.remove_offsets([a]) == {}
+    assert g.offsets.pending_transactional == {8: {b: g.offsets.pending_transactional[8][b]}}
+    assert g.remove_all_offsets() == {}  # committed partitions only
+    assert g.has_offsets()
+    g.remove_offsets([b])
+    assert not g.has_offsets()
+
+
+def test_expiry_ignores_pending_transactional_offsets() -> None:
+    day = 86_400_000
+    s = GroupMetadata("s", 0)
+    tp = ("t", 0)
+    s.prepare_offset_commit({tp: OffsetAndMetadata(1, commit_timestamp_ms=0)})
+    s.on_offset_commit_append(tp, OffsetAndMetadata(1, commit_timestamp_ms=0), seq=1)
+    s.prepare_txn_offset_commit(7, {tp: OffsetAndMetadata(2, commit_timestamp_ms=0)})
+    assert list(s.remove_expired_offsets(day, day)) == [tp]
+    assert s.offsets.committed_seq == {} and s.has_offsets() and s.offsets.has_pending(tp)

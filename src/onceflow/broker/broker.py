@@ -1,9 +1,11 @@
 """The broker: one object that owns every component and runs them on one event loop.
 
 Theory of operation: ``Broker.start`` opens the data directory (recovering
-logs if the last stop was not clean), replays ``__consumer_offsets`` into the
-group coordinator, starts the group-commit flusher and the timer task, and
-only then listens.  Every request is dispatched by API key to a function in
+logs if the last stop was not clean), starts the I/O thread and the
+group-commit flusher, replays ``__consumer_offsets`` into the group
+coordinator and ``__transaction_state`` into the transaction coordinator
+(which rolls forward any transaction it finds half-committed, writing the
+missing markers), starts the timer task, and only then listens.  Every request is dispatched by API key to a function in
 ``broker.handlers``; handlers reach the components through this object.
 ``Broker.stop`` stops listening, answers what is pending, fsyncs everything,
 and leaves the clean-shutdown marker so the next start skips recovery.
@@ -17,29 +19,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..config import BrokerConfig
 from ..coordinator.group.coordinator import GroupCoordinator
+from ..coordinator.group.types import StoredMarker, StoredRecord
+from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..log.durability import GroupCommit, IoThread
 from ..log.partition_log import PartitionLog
 from ..protocol import apis
-from ..protocol.errors import ErrorCode
 from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
-from ..records.builder import build_batch
+from ..records.control import read_marker
 from ..records.records import iter_records
 from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
+from .producer_ids import ProducerIdBlocks
 from .server import KafkaProtocol, ServerState
+from .stores import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 TICK_SECONDS = 0.01
 
 
@@ -62,6 +66,10 @@ class Broker:
         self.registry = PartitionRegistry(self.data_dir, config, self.io)
         self.group_commit: GroupCommit | None = None
         self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.producer_ids = ProducerIdBlocks(self.data_dir)
+        self.marker_writer = LocalMarkerWriter(self)
+        self.txns = TransactionCoordinator(config, self.clock, TransactionLogStore(self), self.producer_ids, self.marker_writer)
         self.state = ServerState()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +84,7 @@ class Broker:
         self.group_commit = GroupCommit(self.io)
         self.group_commit.start()
         self._load_groups()
+        self._load_transactions()
         loop = asyncio.get_running_loop()
         max_frame = self.config["socket.request.max.bytes"]
         max_in_flight = self.config["queued.max.requests"]
@@ -106,6 +115,7 @@ class Broker:
             except asyncio.CancelledError:
                 pass
         self._tasks.clear()
+        self.txns.shutdown()
         self.groups.shutdown()
         if self.group_commit is not None:
             await self.group_commit.stop()
@@ -118,21 +128,32 @@ class Broker:
 
     async def _timers(self) -> None:
         retention_every = self.config["log.retention.check.interval.ms"]
+        expiry_every = self.config["producer.id.expiration.check.interval.ms"]
         next_retention = self.clock.now_ms() + retention_every
+        next_expiry = self.clock.now_ms() + expiry_every
         while True:
             await asyncio.sleep(TICK_SECONDS)
             try:
                 self.groups.tick()
+                self.txns.tick()
                 now = self.clock.now_ms()
                 if now >= next_retention:
                     next_retention = now + retention_every
                     self.enforce_retention()
+                if now >= next_expiry:
+                    next_expiry = now + expiry_every
+                    self.expire_producer_ids()
             except Exception:
                 log.exception("timer task failed; continuing")
 
     def enforce_retention(self) -> int:
         now = self.clock.now_ms()
         return sum(p.enforce_retention(now) for p in self.registry.all_partitions())
+
+    def expire_producer_ids(self) -> int:
+        """Drop producer state idle longer than producer.id.expiration.ms from every partition."""
+        now = self.clock.now_ms()
+        return sum(len(p.producer_state.remove_expired(now)) for p in self.registry.all_partitions())
 
     # -- requests -------------------------------------------------------------
 
@@ -155,23 +176,36 @@ class Broker:
         self.registry.delete_topic(name)
         self.groups.on_topic_deleted(name)
 
-    def offsets_partition(self, partition: int) -> PartitionLog:
-        """A partition of ``__consumer_offsets``, creating the topic on first use (as Kafka does)."""
-        topic = self.registry.topics.get(OFFSETS_TOPIC)
+    def internal_partition(self, topic_name: str, partition: int) -> PartitionLog:
+        """A partition of ``__consumer_offsets`` or ``__transaction_state``, creating the topic on first use (as Kafka does)."""
+        topic = self.registry.topics.get(topic_name)
         if topic is None:
-            overrides = {
-                "cleanup.policy": ["compact"],
-                "segment.bytes": self.config["offsets.topic.segment.bytes"],
-            }
-            topic = self.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], overrides, internal=True)
+            if topic_name == OFFSETS_TOPIC:
+                count, segment_bytes = self.config["offsets.topic.num.partitions"], self.config["offsets.topic.segment.bytes"]
+            else:
+                count = self.config["transaction.state.log.num.partitions"]
+                segment_bytes = self.config["transaction.state.log.segment.bytes"]
+            overrides = {"cleanup.policy": ["compact"], "segment.bytes": segment_bytes}
+            topic = self.create_topic(topic_name, count, overrides, internal=True)
         return topic.partitions[partition]
+
+    def offsets_partition(self, partition: int) -> PartitionLog:
+        return self.internal_partition(OFFSETS_TOPIC, partition)
 
     def _load_groups(self) -> None:
         topic = self.registry.topics.get(OFFSETS_TOPIC)
         if topic is None:
             return
         for partition in topic.partitions:
-            self.groups.load_partition(partition.partition, _read_records(partition))
+            self.groups.load_partition(partition.partition, _read_entries(partition))
+
+    def _load_transactions(self) -> None:
+        topic = self.registry.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return
+        for partition in topic.partitions:
+            records = ((e.key, e.value) for e in _read_entries(partition) if isinstance(e, StoredRecord))
+            self.txns.load_partition(partition.partition, records)
 
     def after_append(self, partition: PartitionLog) -> None:
         assert self.group_commit is not None
@@ -182,16 +216,20 @@ class Broker:
         return self.group_commit.wait_durable(partition, offset)
 
 
-def _read_records(partition: PartitionLog):
-    """Every (key, value) record of a partition, oldest first (for coordinator replay)."""
+def _read_entries(partition: PartitionLog) -> Iterator[StoredRecord | StoredMarker]:
+    """A coordinator partition's records and transaction markers, oldest first (for replay at start-up)."""
     for segment in partition.segments:
         data = segment.read(0, segment.size)
         for pos, header in scan(data):
+            batch = memoryview(data)[pos : pos + header.size]
             if header.is_control:
+                marker = read_marker(batch, header)
+                if marker is not None:
+                    yield StoredMarker(marker.producer_id, marker.commit)
                 continue
-            for record in iter_records(memoryview(data)[pos : pos + header.size], header):
+            for record in iter_records(batch, header):
                 if record.key is not None:
-                    yield record.key, record.value
+                    yield StoredRecord(record.key, record.value, header.producer_id, header.is_transactional)
 
 
 def tune_process_allocator() -> None:
@@ -217,37 +255,3 @@ def tune_process_allocator() -> None:
         libc.mallopt(m_trim_threshold, 256 << 20)
     except (OSError, AttributeError):  # not glibc: nothing to tune
         pass
-
-
-class OffsetsTopicStore:
-    """The group coordinator's ``GroupStore``: ``__consumer_offsets``, made durable by group commit."""
-
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-
-    @property
-    def num_partitions(self) -> int:
-        return int(self._broker.config["offsets.topic.num.partitions"])
-
-    def append(
-        self, partition: int, records: list[tuple[bytes, bytes | None]], done: Callable[[ErrorCode], None]
-    ) -> None:
-        broker = self._broker
-        loop = asyncio.get_running_loop()
-        try:
-            log_ = broker.offsets_partition(partition)
-            log_.append_batch(build_batch(records, broker.clock.now_ms()), broker.clock.now_ms())
-        except OSError as exc:
-            log.error("cannot write to %s-%d: %s", OFFSETS_TOPIC, partition, exc)
-            loop.call_soon(done, ErrorCode.kafka_storage_error)
-            return
-        broker.after_append(log_)
-        fut = broker.wait_durable(log_, log_.log_end_offset)
-
-        def finished(f: asyncio.Future[None]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                done(ErrorCode.kafka_storage_error)
-            else:
-                done(ErrorCode.none)
-
-        fut.add_done_callback(finished)

@@ -19,15 +19,33 @@ Consumers never see a record that a crash could still take away, and an
 acks=all producer is answered exactly when its data is below the high
 watermark.
 
+*Producer state* (``producer_state.ProducerStateManager``, KIP-98): a batch
+carrying a producer id is checked before it is written (epoch, sequence,
+duplicates: a retried batch already in the log is answered with its
+original offsets and not written again) and the producer's state is updated
+only after the write.  Transactional batches open a transaction in this
+partition at their first offset; a COMMIT/ABORT marker (``append_marker``,
+written by the transaction coordinator) closes it.  An ABORT also adds an
+entry to the aborted-transaction index of the segment the marker lands in.
+
+*Last stable offset*: the first offset of the oldest transaction still open
+(or closed by a marker that is not durable yet), else the high watermark.
+read_committed consumers read below it, and get the aborted transactions
+overlapping what they read, from the segments' transaction indexes.
+
 *Reads* (``read``) return the stored bytes from the batch holding the fetch
 offset up to ``max_bytes`` (at least one whole batch when ``min_one``,
-KIP-74), never past the given upper bound (the high watermark, or later the
-last stable offset), and never across a segment boundary.
+KIP-74), never past the high watermark (the last stable offset for
+read_committed), and never across a segment boundary.
 
 *Recovery*: after a clean shutdown segments are opened from their indexes.
 After a crash every segment above the recovery point (the active one: older
 ones were fsynced, indexes included, when they were rolled) is re-read,
-CRC-checked, truncated at the first torn batch, and re-indexed.
+CRC-checked, truncated at the first torn batch, and re-indexed.  Producer
+state is loaded from the newest snapshot (one is taken at every roll and at
+a clean shutdown) and the batches after it are replayed, which rebuilds open
+transactions, the last stable offset and the aborted index of the replayed
+segments: restart time depends on the active segment, not on the log's age.
 
 *Retention* (``cleanup.policy=delete``): whole segments, oldest first, while
 they are older than ``retention.ms`` or the partition is larger than
@@ -54,8 +72,12 @@ from ..records.batch import (
     validate_produced,
     with_log_append_time,
 )
+from ..records.batch import scan
+from ..records.control import build_marker, read_marker
 from ..records.records import iter_records
+from .aborted_index import AbortedTxn
 from .durability import DIRECT, SegmentWriter
+from .producer_state import AppendOrigin, CompletedTxn, Duplicate, ProducerAppendInfo, ProducerStateManager, Refused
 from .segment import Segment, SegmentCorrupt
 
 log = logging.getLogger(__name__)
@@ -78,6 +100,8 @@ class ReadResult:
     records: bytes
     high_watermark: int
     log_start_offset: int
+    #: read_committed only: aborted transactions overlapping ``records`` (else None).
+    aborted: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +115,14 @@ class FlushPoint:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def _end_offset(data: bytes) -> int:
+    """The offset after the last complete batch in ``data`` (0 if none is complete)."""
+    end = 0
+    for _, header in scan(data):
+        end = header.next_offset
+    return end
 
 
 class PartitionLog:
@@ -121,6 +153,8 @@ class PartitionLog:
         self.high_watermark = active.next_offset
         self._hw_segment = active
         self._hw_position = active.size
+        self.producer_state = ProducerStateManager(directory, int(config.broker["producer.id.expiration.ms"]))
+        self._load_producer_state()
 
     # -- opening --------------------------------------------------------------
 
@@ -152,6 +186,44 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
 
+    def _load_producer_state(self) -> None:
+        """Load the newest producer-state snapshot, then replay the batches after it."""
+        state = self.producer_state
+        start = state.load(self.log_start_offset, self.log_end_offset)
+        for segment in self.segments[self.segment_for(start):]:
+            if segment.next_offset <= start:
+                continue
+            _, position = segment.index.lookup(max(start - segment.base_offset, 0))
+            for pos, header in segment.headers_from(position):
+                if header.next_offset <= start or not header.has_producer_id:
+                    continue
+                if header.is_control:
+                    marker = read_marker(segment.read(pos, header.size), header)
+                    if marker is None:
+                        continue
+                    info = state.prepare_marker(marker.producer_id, marker.producer_epoch, marker.commit,
+                                                marker.coordinator_epoch, header.base_offset, header.max_timestamp,
+                                                AppendOrigin.RECOVERY)
+                else:
+                    info = state.prepare_batch(header, header.base_offset, AppendOrigin.RECOVERY)
+                if not isinstance(info, ProducerAppendInfo):
+                    log.warning("%s: replaying offset %d: %s", self.name, header.base_offset, info)
+                    continue
+                state.update(info)
+                if info.completed_txn is not None:
+                    self._complete_txn(info.completed_txn, segment)
+        state.on_high_watermark(self.high_watermark)
+
+    def _complete_txn(self, completed: CompletedTxn, segment: Segment) -> None:
+        """A marker closed a transaction: index it if it was aborted, then release the LSO."""
+        if completed.is_aborted:
+            index = segment.txn_index
+            entries = index.entries()
+            if not entries or entries[-1].last_offset < completed.last_offset:  # replay may meet indexed ones
+                lso = self.producer_state.last_stable_offset(completed)
+                index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        self.producer_state.complete_txn(completed)
+
     # -- offsets --------------------------------------------------------------
 
     @property
@@ -168,11 +240,12 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """First offset a read_committed consumer may not see yet.
-
-        With no transactions in the log this is the high watermark.
-        """
-        return self.high_watermark
+        """First offset a read_committed consumer may not see yet: the oldest open
+        transaction's first offset, bounded by the high watermark."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
 
     @property
     def size_bytes(self) -> int:
@@ -181,27 +254,66 @@ class PartitionLog:
     # -- appending ------------------------------------------------------------
 
     def append_produced(self, records: bytes, now_ms: int) -> AppendResult | Invalid:
-        """Validate and append a client's batch; nothing changes if it is refused."""
+        """Validate and append a client's batch; nothing changes if it is refused.
+
+        A retried idempotent batch that is already in the log is not written
+        again: the result carries its original offsets.
+        """
         header = validate_produced(records, self.config.max_message_bytes)
         if isinstance(header, Invalid):
             return header
         if self.segments[-1].write_error is not None:
             return Invalid(ErrorCode.kafka_storage_error, f"an earlier write failed: {self.segments[-1].write_error}")
-        if header.has_producer_id:
-            # Idempotent/transactional batches need producer state (not implemented yet);
-            # refusing them beats storing them without their guarantees.
-            return Invalid(ErrorCode.unknown_producer_id, "idempotent and transactional produce are not supported yet")
         append_time = -1
         if self.config.log_append_time:
             records = with_log_append_time(records, header, now_ms)
             header = read_header(records)
             append_time = now_ms
+        info = None
+        if header.has_producer_id:
+            prepared = self.producer_state.prepare_batch(header, self.log_end_offset, AppendOrigin.CLIENT)
+            if isinstance(prepared, Duplicate):
+                return AppendResult(prepared.first_offset, prepared.last_offset, append_time, self.log_start_offset)
+            if isinstance(prepared, Refused):
+                return Invalid(prepared.error, prepared.reason)
+            info = prepared
         base = self._append(header, records, now_ms)
+        if info is not None:
+            self.producer_state.update(info)
         return AppendResult(base, base + header.last_offset_delta, append_time, self.log_start_offset)
 
-    def append_batch(self, batch: bytes, now_ms: int) -> int:
-        """Append a batch the broker built itself (coordinator records, markers); returns its base offset."""
-        return self._append(read_header(batch), batch, now_ms)
+    def append_batch(self, batch: bytes, now_ms: int) -> int | Invalid:
+        """Append a batch the broker built itself (coordinator records); returns its base offset.
+
+        A transactional batch (a transactional offset commit) is checked against
+        its producer's epoch, as Kafka checks appends of COORDINATOR origin.
+        """
+        header = read_header(batch)
+        info = None
+        if header.has_producer_id:
+            prepared = self.producer_state.prepare_batch(header, self.log_end_offset, AppendOrigin.COORDINATOR)
+            if isinstance(prepared, Refused):
+                return Invalid(prepared.error, prepared.reason)
+            if isinstance(prepared, ProducerAppendInfo):
+                info = prepared
+        base = self._append(header, batch, now_ms)
+        if info is not None:
+            self.producer_state.update(info)
+        return base
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> int | Invalid:
+        """Write a COMMIT/ABORT marker for the producer's transaction; returns its offset."""
+        offset = self.log_end_offset
+        prepared = self.producer_state.prepare_marker(producer_id, producer_epoch, commit, coordinator_epoch, offset, now_ms,
+                                                      AppendOrigin.COORDINATOR)
+        if isinstance(prepared, Refused):
+            return Invalid(prepared.error, prepared.reason)
+        batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        base = self._append(read_header(batch), batch, now_ms)
+        self.producer_state.update(prepared)
+        if prepared.completed_txn is not None:
+            self._complete_txn(prepared.completed_txn, self.segments[-1])
+        return base
 
     def _append(self, header: BatchHeader, batch: bytes, now_ms: int) -> int:
         if self.closed:
@@ -241,6 +353,7 @@ class PartitionLog:
         old.flush_all()
         segment = Segment(self.dir, old.next_offset, now_ms, self.writer)
         self._add_segment(segment)
+        self.producer_state.take_snapshot(segment.base_offset)  # restart replays from here, not from the start
         log.debug("%s: rolled to %s (%s)", self.name, segment.log_path.name, reason)
         return segment
 
@@ -260,6 +373,7 @@ class PartitionLog:
         self.high_watermark = point.offset
         self._hw_segment = point.segment
         self._hw_position = point.position
+        self.producer_state.on_high_watermark(point.offset)
         if self.on_high_watermark is not None:
             self.on_high_watermark(self)
 
@@ -269,9 +383,18 @@ class PartitionLog:
         """Index into ``segments`` of the segment that holds ``offset``."""
         return max(bisect_right(self._bases, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True) -> ReadResult | ErrorCode:
-        """Stored batches from the one holding ``offset``, bounded by ``max_offset`` (default: the high watermark)."""
-        upper = self.high_watermark if max_offset is None else max_offset
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True,
+             committed: bool = False) -> ReadResult | ErrorCode:
+        """Stored batches from the one holding ``offset``, bounded by ``max_offset``
+        (default: the high watermark, or the last stable offset when ``committed``).
+
+        ``committed`` (read_committed) also lists the aborted transactions that
+        overlap the returned batches.
+        """
+        if max_offset is not None:
+            upper = max_offset
+        else:
+            upper = self.last_stable_offset if committed else self.high_watermark
         if offset < self.log_start_offset or offset > self.log_end_offset:
             return ErrorCode.offset_out_of_range
         if offset >= upper:
@@ -294,7 +417,22 @@ class PartitionLog:
             length = header.size
         if length <= 0:
             return ReadResult(b"", self.high_watermark, self.log_start_offset)
-        return ReadResult(segment.read(position, length), self.high_watermark, self.log_start_offset)
+        data = segment.read(position, length)
+        if not committed:
+            return ReadResult(data, self.high_watermark, self.log_start_offset)
+        return ReadResult(data, self.high_watermark, self.log_start_offset, self.aborted_transactions(offset, _end_offset(data)))
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), from the
+        transaction indexes of the segment holding ``fetch_offset`` and those after it
+        (an entry lives where its marker is, which may be a later segment)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self.segment_for(fetch_offset):]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete or segment.base_offset >= upper_bound_offset:
+                break
+        return found
 
     def _position_bound(self, segment: Segment, upper: int) -> int:
         """File position in ``segment`` below which every batch ends before ``upper``."""
@@ -381,6 +519,7 @@ class PartitionLog:
         self.writer.barrier()
         for segment in self.segments:
             segment.flush_all()
+        self.producer_state.take_snapshot(self.log_end_offset)
 
     def close(self) -> None:
         if self.closed:

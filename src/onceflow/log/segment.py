@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file of batches plus its offset and time indexes.
+"""One log segment: a ``.log`` file of batches plus its offset, time and transaction indexes.
 
 Theory of operation: a segment is named after its base offset
 (``00000000000000000000.log``, ``.index``, ``.timeindex``) and only ever
@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
+from .aborted_index import TransactionIndex
 from .durability import DIRECT, SegmentWriter
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
@@ -76,6 +77,7 @@ class Segment:
         "size",
         "index",
         "time_index",
+        "txn_index",
         "next_offset",
         "max_timestamp",
         "rolling_timestamp",
@@ -95,6 +97,8 @@ class Segment:
         self.size = os.fstat(self.fd).st_size
         self.index = OffsetIndex(directory / f"{stem}.index")
         self.time_index = TimeIndex(directory / f"{stem}.timeindex")
+        #: Aborted transactions whose ABORT marker is in this segment (KIP-98).
+        self.txn_index = TransactionIndex(directory / f"{stem}.txnindex", base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1
         #: Max timestamp of the first batch: what segment.ms counts from (as in Kafka).
@@ -161,6 +165,7 @@ class Segment:
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reading --------------------------------------------------------------
 
@@ -212,6 +217,7 @@ class Segment:
         try:
             self.index.load()
             self.time_index.load()
+            self.txn_index.load()
         except IndexCorrupt as exc:
             raise SegmentCorrupt(str(exc)) from None
         last_rel, position = self.index.last()
@@ -246,6 +252,7 @@ class Segment:
         """
         self.index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # rebuilt by the partition log's producer-state replay
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.rolling_timestamp = None
@@ -309,6 +316,7 @@ class Segment:
             self.fd = -1
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
@@ -317,6 +325,7 @@ class Segment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"

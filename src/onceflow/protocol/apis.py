@@ -7,8 +7,9 @@ has a handler.  The floors are Kafka 4's (KIP-896 removed older versions;
 kio carries no schemas below them).  The ceilings are the newest versions
 whose semantics this broker implements fully: Produce stops at 11 and EndTxn
 at 4 because version 12/5 belong to transactions v2 (KIP-890 part 2), which
-is not implemented; a client simply negotiates the highest version both
-sides know.
+is not implemented; AddPartitionsToTxn stops at 3, the last client version
+(v4+ is broker-to-broker verification, done in-process here).  A client
+simply negotiates the highest version both sides know.
 
 ``build(cls, **fields)`` constructs a kio entity of any version from the
 fields that version has, so one handler can answer every version of its API:
@@ -44,6 +45,11 @@ API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+WRITE_TXN_MARKERS = 27
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 CREATE_PARTITIONS = 37
@@ -51,6 +57,9 @@ DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 #: api_key -> (min_version, max_version)
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -77,6 +86,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     OFFSET_DELETE: (0, 0),
     DESCRIBE_CLUSTER: (0, 1),
+    INIT_PRODUCER_ID: (0, 5),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 4),
+    END_TXN: (0, 4),
+    WRITE_TXN_MARKERS: (1, 1),
+    TXN_OFFSET_COMMIT: (0, 4),
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 
 

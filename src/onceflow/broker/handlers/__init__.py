@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import admin, fetch, groups, metadata, produce
+from . import admin, fetch, groups, metadata, produce, txn
 
 HANDLERS: dict[int, Callable[..., Any]] = {}
-for _module in (metadata, produce, fetch, admin, groups):
+for _module in (metadata, produce, fetch, admin, groups, txn):
     for _key, _handler in _module.HANDLERS.items():
         if _key in HANDLERS:
             raise RuntimeError(f"API key {_key} has two handlers")

@@ -2,8 +2,11 @@
 
 Fetch reads each requested partition's stored bytes from the batch holding
 the fetch offset, bounded by the partition's ``partition_max_bytes``, what is
-left of the request's ``max_bytes``, and the high watermark (the last stable
-offset for ``isolation_level=1``).  The first partition that returns data
+left of the request's ``max_bytes``, and the high watermark.  With
+``isolation_level=1`` (read_committed) the bound is the last stable offset,
+and the answer lists the aborted transactions (producer id, first offset)
+that overlap the returned batches, which the client uses to drop their
+records (KIP-98).  The first partition that returns data
 returns at least one whole batch even if it exceeds the limits (KIP-74), so a
 consumer can never be stuck behind a large batch.  Record bytes are passed
 through untouched: no record is decoded here.
@@ -98,15 +101,18 @@ class _FetchPlan:
                     error = _epoch_error(getattr(p, "current_leader_epoch", -1)) or ErrorCode.none
                 records = b""
                 hw = lso = start = -1
+                aborted: tuple[Any, ...] | None = () if self.committed else None
                 if partition is not None and error is ErrorCode.none:
-                    upper = partition.last_stable_offset if self.committed else partition.high_watermark
                     limit = max(0, min(p.partition_max_bytes, remaining))
-                    result = partition.read(p.fetch_offset, limit, upper, min_one=min_one and limit > 0)
+                    result = partition.read(p.fetch_offset, limit, min_one=min_one and limit > 0, committed=self.committed)
                     hw, lso, start = partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
                     if isinstance(result, ErrorCode):
                         error = result
                     else:
                         records = result.records
+                        if result.aborted:
+                            aborted = tuple(build(m.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
+                                            for a in result.aborted)
                         if records:
                             min_one = False
                             remaining -= len(records)
@@ -121,7 +127,7 @@ class _FetchPlan:
                         high_watermark=hw,
                         last_stable_offset=lso,
                         log_start_offset=start,
-                        aborted_transactions=() if self.committed else None,
+                        aborted_transactions=aborted,
                         preferred_read_replica=-1,
                         records=records,
                     )

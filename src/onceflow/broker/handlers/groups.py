@@ -7,8 +7,9 @@ fires later (a JoinGroup waiting for the rebalance, an OffsetCommit waiting
 for its record to be durable) becomes an asyncio future the server awaits
 before writing the response in order.
 
-This broker is the coordinator of every group (it is the only node); the
-group's ``__consumer_offsets`` partition is created on first use.
+This broker is the coordinator of every group and every transactional id
+(it is the only node); the ``__consumer_offsets`` / ``__transaction_state``
+partitions are created on first use.
 """
 
 from __future__ import annotations
@@ -91,7 +92,10 @@ def _find_one(broker: Broker, key: str, key_type: int) -> tuple[ErrorCode, str |
         broker.offsets_partition(broker.groups.partition_for(key))
         return ErrorCode.none, None, broker.node_id, broker.host, broker.port
     if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.coordinator_not_available, "Transactions are not supported yet.", -1, "", -1
+        if not key:
+            return ErrorCode.invalid_request, "The transactional id must not be empty.", -1, "", -1
+        broker.internal_partition("__transaction_state", broker.txns.partition_for(key))
+        return ErrorCode.none, None, broker.node_id, broker.host, broker.port
     return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
 
 

@@ -13,9 +13,16 @@ Then, by ``acks``:
 * ``0``: no answer at all; if a partition failed, the connection is closed so
   the producer notices (Kafka does the same).
 
-Idempotent and transactional batches (a producer id in the header) need
-producer state, which is not implemented yet: they are refused with
-UNKNOWN_PRODUCER_ID rather than stored without their guarantees.
+Idempotent and transactional batches are checked against the partition's
+producer state inside ``PartitionLog.append_produced`` (sequence, epoch,
+duplicates).  A transactional batch must also come with the request's
+transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka
+answers) and, with ``transaction.partition.verification.enable`` (KIP-890
+part 1), its partition must already be in that producer's ongoing
+transaction according to the transaction coordinator: otherwise
+INVALID_TXN_STATE, so a late write of an aborted transaction cannot open a
+transaction nobody will ever finish.  Coordinator errors a client would not
+retry on a produce are answered NOT_ENOUGH_REPLICAS, as Kafka does.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ...records.batch import Invalid
+from ...records.batch import HEADER_SIZE, Invalid, read_header
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp
 
 if TYPE_CHECKING:
@@ -56,6 +63,8 @@ def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
     now = broker.clock.now_ms()
     outcomes: list[tuple[str, list[_PartitionOutcome]]] = []
     failed = False
+    transactional_id = getattr(body, "transactional_id", None)
+    verify = broker.config["transaction.partition.verification.enable"]
     for topic_data in body.topic_data:
         name = topic_data.name
         topic = broker.registry.topics.get(name)
@@ -74,7 +83,11 @@ def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
                 out.error = ErrorCode.corrupt_message
                 out.message = "empty record set"
             else:
-                _append(broker, topic.partitions[pdata.index], pdata.records, now, out, conn)
+                error = _transaction_check(broker, transactional_id, name, pdata.index, pdata.records, verify)
+                if error is not None:
+                    out.error = error
+                else:
+                    _append(broker, topic.partitions[pdata.index], pdata.records, now, out, conn)
             if out.error is not ErrorCode.none:
                 failed = True
         outcomes.append((name, results))
@@ -89,6 +102,33 @@ def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
             return _respond_when_durable(request, outcomes, waits, ms(body.timeout))
         _settle(waits)
     return _response(request, outcomes)
+
+
+_RETRIABLE_VERIFICATION = {
+    ErrorCode.concurrent_transactions,
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available,
+}
+
+
+def _transaction_check(broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes,
+                       verify: bool) -> ErrorCode | None:
+    if len(records) < HEADER_SIZE:
+        return None  # the log refuses it with the right error
+    header = read_header(records)
+    if not header.is_transactional:
+        return None
+    if transactional_id is None:
+        return ErrorCode.transactional_id_authorization_failed
+    if not verify:
+        return None
+    error = broker.txns.partition_in_transaction(transactional_id, header.producer_id, header.producer_epoch, topic, partition)
+    if error is ErrorCode.none:
+        return None
+    if error in _RETRIABLE_VERIFICATION:
+        return ErrorCode.not_enough_replicas
+    return error
 
 
 def _append(broker: Broker, partition: Any, records: bytes, now: int, out: _PartitionOutcome, conn: KafkaProtocol) -> None:

@@ -18,7 +18,8 @@ Requests that cannot be answered at once are parked as callbacks:
   more for others to arrive, extended while members keep coming, capped by
   the rebalance timeout (Kafka's InitialDelayedJoin).
 * SyncGroup waits until the leader's assignment has been persisted.
-* OffsetCommit, DeleteGroups and OffsetDelete wait for the store's ``done``.
+* OffsetCommit, TxnOffsetCommit, DeleteGroups and OffsetDelete wait for the
+  store's ``done``.
 
 Every callback is called exactly once.  Callbacks are never called while
 the coordinator is half-way through a change: they are queued and run when
@@ -44,6 +45,52 @@ broker calls ``tick`` every few milliseconds and ``tick`` fires the due ones:
 * ``expire``  every ``offsets.retention.check.interval.ms``: expired offsets
               are removed (with tombstones), empty groups with no offsets die.
 
+Transactional offset commits (KIP-98, KIP-447)
+----------------------------------------------
+A transactional producer that consumed records commits the consumer's
+offsets inside its transaction (``commit_transactional_offsets``, the
+TxnOffsetCommit API).  Their flow:
+
+1. Validation.  An unknown group is created (Empty, as Kafka does).  With a
+   member id or generation (TxnOffsetCommit v3+, KIP-447) they are checked
+   against the group exactly as for OffsetCommit, so a zombie producer whose
+   consumer was rebalanced away is fenced (UNKNOWN_MEMBER_ID,
+   FENCED_INSTANCE_ID, ILLEGAL_GENERATION); the group's state does not
+   matter otherwise.  Metadata too large: OFFSET_METADATA_TOO_LARGE per
+   partition, as for OffsetCommit.
+2. Write.  The offsets are appended through the ``GroupStore`` as a
+   *transactional batch* of the producer (``producer_id``, ``producer_epoch``,
+   ``transactional=True``); the partition log checks the epoch.  From now on
+   they sit in the group's slot for that producer
+   (``GroupOffsets.pending_transactional``): OffsetFetch does not see them,
+   and a fetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for
+   those partitions (Kafka 2.5+).  A failed write takes them back (the
+   callback gets the mapped error); if the same producer had an earlier
+   record for the partition in this transaction, that one is pending again.
+   A marker that arrives before a record's acknowledgement (a client that
+   does not wait for TxnOffsetCommit before EndTxn) applies when it arrives.
+3. Outcome.  The transaction coordinator writes a COMMIT or ABORT marker into
+   the group's ``__consumer_offsets`` partition; once it is durable the broker
+   calls ``complete_transaction(partition, producer_id, commit)``.  For every
+   group of that partition with offsets pending for the producer, COMMIT
+   turns them into committed offsets and ABORT drops them.  A commit never
+   replaces an offset that came from a *later* record: Kafka compares log
+   offsets; since ``done`` reports none, the coordinator numbers the
+   acknowledgements (``_ack_seq``), which on one partition come in log order
+   (see ``metadata.GroupOffsets``).  So a plain OffsetCommit acknowledged
+   after the transactional one wins, one acknowledged before it loses.
+4. Restart.  ``load_partition`` replays records and markers in log order
+   with the same rules: a transactional record is pending for its producer
+   until that producer's marker; a COMMIT installs it unless a later record
+   set the partition; offsets of transactions still open at the end stay
+   pending (the transaction coordinator writes their markers later).
+
+Offset expiry ignores pending transactional offsets (the committed offset
+under them may expire; they keep an Empty group alive).  OffsetDelete and
+topic deletion drop them with the committed ones; DeleteGroups drops the
+whole group (Kafka tombstones only the committed offsets).  Shutdown answers
+unacknowledged TxnOffsetCommits NOT_COORDINATOR like other writes.
+
 The Kafka source this follows is GroupCoordinator.scala, GroupMetadata.scala
 and GroupMetadataManager.scala of Kafka 3.x; rules that are not obvious cite
 their KIP.  Kafka outcomes are ``ErrorCode`` values; exceptions are bugs.
@@ -64,8 +111,9 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from ..partitioning import partition_for
 from . import records as rec
-from .metadata import GroupMetadata, GroupState, MemberMetadata
+from .metadata import GroupMetadata, GroupState, MemberMetadata, PendingTxnOffset
 from .types import (
     FetchedOffset,
     GroupDescription,
@@ -75,6 +123,9 @@ from .types import (
     LeaveMember,
     LeaveResult,
     OffsetAndMetadata,
+    StoredEntry,
+    StoredMarker,
+    StoredRecord,
     SyncResult,
     TopicPartition,
 )
@@ -89,18 +140,18 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 _EXPIRE_KEY = ("expire",)
 
 
-def java_string_hashcode(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
-
-
 def _java_string_length(s: str) -> int:
     """Java's ``String.length()``: UTF-16 code units."""
     return len(s.encode("utf-16-le")) // 2
+
+
+def _offset_from_value(value: rec.OffsetCommitValue) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        offset=value.offset,
+        leader_epoch=value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp_ms,
+    )
 
 
 def _map_store_group_error(error: ErrorCode) -> ErrorCode:
@@ -210,6 +261,13 @@ class GroupCoordinator:
         #: Operations waiting on the store: op id -> how shutdown answers them.
         self._inflight: dict[int, Callable[[], None]] = {}
         self._op_ids = itertools.count()
+        #: Acknowledgement sequence of offset commit records (and load
+        #: positions): stands in for their log offsets, see metadata.GroupOffsets.
+        self._ack_seq = itertools.count(1)
+        #: producer id -> ids of the groups that may hold transactional offsets
+        #: pending for it (Kafka's openGroupsForProducer; a superset: entries
+        #: are checked when the transaction completes).
+        self._txn_groups: dict[int, set[str]] = {}
         # Kafka runs the first expiration check at start-up, then periodically.
         self._timers.set(_EXPIRE_KEY, clock.now_ms())
 
@@ -251,12 +309,20 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available
         return None
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]], done: Callable[[ErrorCode], None]) -> None:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]], done: Callable[[ErrorCode], None],
+                *, txn: tuple[int, int] | None = None) -> None:
+        """``txn``: (producer id, producer epoch) of a transactional batch."""
+
         def on_done(error: ErrorCode) -> None:
             with self._api():
                 done(error)
 
-        self._store.append(partition, records, on_done)
+        if txn is None:
+            self._store.append(partition, records, on_done)
+        else:
+            producer_id, producer_epoch = txn
+            self._store.append(partition, records, on_done, producer_id=producer_id, producer_epoch=producer_epoch,
+                               transactional=True)
 
     def _register(self, on_shutdown: Callable[[], None]) -> int:
         op = next(self._op_ids)
@@ -270,8 +336,8 @@ class GroupCoordinator:
     # ================================================================ public API
 
     def partition_for(self, group_id: str) -> int:
-        """The ``__consumer_offsets`` partition of a group: abs(java hashCode) % partitions."""
-        return (java_string_hashcode(group_id) & 0x7FFFFFFF) % self._store.num_partitions
+        """The ``__consumer_offsets`` partition of a group (Kafka's Utils.abs(hashCode) % partitions)."""
+        return partition_for(group_id, self._store.num_partitions)
 
     # ---------------------------------------------------------------- read-only helpers
 
@@ -288,12 +354,41 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- loading
 
-    def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Replay one ``__consumer_offsets`` partition's records (oldest first) at start-up."""
+    def load_partition(self, partition: int, records: Iterable[StoredEntry]) -> None:
+        """Replay one ``__consumer_offsets`` partition (oldest first) at start-up.
+
+        ``records``: the partition's entries in log order, ``StoredRecord``s
+        and ``StoredMarker``s; a plain ``(key, value)`` tuple is a
+        non-transactional record (the parameter keeps its original name).  As in
+        Kafka's loader, a transactional offset commit is pending for its
+        producer until that producer's marker: COMMIT installs it unless the
+        committed offset comes from a later record, ABORT drops it; still open
+        at the end, it stays pending (the transaction coordinator writes the
+        marker later).  Group metadata records count wherever they are.
+        """
         with self._api():
-            loaded_offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+            # group -> partition -> (position, offset)
+            loaded_offsets: dict[str, dict[TopicPartition, tuple[int, OffsetAndMetadata]]] = {}
+            # producer id -> (group, partition) -> (position, offset)
+            pending: dict[int, dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]]] = {}
             loaded_groups: dict[str, rec.GroupMetadataValue] = {}
-            for key_bytes, value_bytes in records:
+            for entry in records:
+                position = next(self._ack_seq)
+                if isinstance(entry, StoredMarker):
+                    producer_offsets = pending.pop(entry.producer_id, None)
+                    if entry.commit and producer_offsets:
+                        for (group_id, tp), candidate in producer_offsets.items():
+                            group_offsets = loaded_offsets.setdefault(group_id, {})
+                            current = group_offsets.get(tp)
+                            if current is None or current[0] < candidate[0]:
+                                group_offsets[tp] = candidate
+                    continue
+                if isinstance(entry, StoredRecord):
+                    key_bytes, value_bytes = entry.key, entry.value
+                    txn_producer = entry.producer_id if entry.transactional else None
+                else:
+                    key_bytes, value_bytes = entry
+                    txn_producer = None
                 try:
                     key = rec.decode_key(key_bytes)
                 except rec.RecordDecodeError as exc:
@@ -308,22 +403,24 @@ class GroupCoordinator:
                     )
                     continue
                 if isinstance(key, rec.OffsetCommitKey):
-                    group_offsets = loaded_offsets.setdefault(key.group, {})
                     tp = (key.topic, key.partition)
                     try:
                         value = rec.decode_offset_commit_value(value_bytes)
                     except rec.RecordDecodeError as exc:
                         log.error("__consumer_offsets-%d: skipping offset of %s %s: %s", partition, key.group, tp, exc)
                         continue
+                    if txn_producer is not None:
+                        producer_offsets = pending.setdefault(txn_producer, {})
+                        if value is None:
+                            producer_offsets.pop((key.group, tp), None)
+                        else:
+                            producer_offsets[(key.group, tp)] = (position, _offset_from_value(value))
+                        continue
+                    group_offsets = loaded_offsets.setdefault(key.group, {})
                     if value is None:
                         group_offsets.pop(tp, None)
                     else:
-                        group_offsets[tp] = OffsetAndMetadata(
-                            offset=value.offset,
-                            leader_epoch=value.leader_epoch,
-                            metadata=value.metadata,
-                            commit_timestamp_ms=value.commit_timestamp_ms,
-                        )
+                        group_offsets[tp] = (position, _offset_from_value(value))
                 else:
                     try:
                         group_value = rec.decode_group_metadata_value(value_bytes)
@@ -335,9 +432,16 @@ class GroupCoordinator:
                     else:
                         loaded_groups[key.group] = group_value
 
+            # Transactions still open: group -> producer id -> partition -> (position, offset).
+            pending_by_group: dict[str, dict[int, dict[TopicPartition, tuple[int, OffsetAndMetadata]]]] = {}
+            for producer_id, producer_offsets in pending.items():
+                for (group_id, tp), candidate in producer_offsets.items():
+                    pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = candidate
+
             now = self._now()
             for group_id, value in loaded_groups.items():
                 offsets = loaded_offsets.pop(group_id, {})
+                open_txns = pending_by_group.pop(group_id, {})
                 try:
                     group = self._group_from_record(group_id, value, now)
                 except (RuntimeError, ValueError) as exc:
@@ -345,11 +449,13 @@ class GroupCoordinator:
                     log.error("__consumer_offsets-%d: unusable metadata for group %s (%s); loading it empty",
                               partition, group_id, exc)
                     group = GroupMetadata(group_id, now)
-                self._install_loaded_group(group, offsets)
+                self._install_loaded_group(group, offsets, open_txns)
             # Groups that only store offsets (or whose metadata was deleted).
-            for group_id, offsets in loaded_offsets.items():
-                if offsets:
-                    self._install_loaded_group(GroupMetadata(group_id, now), offsets)
+            for group_id in list(loaded_offsets) + [g for g in pending_by_group if g not in loaded_offsets]:
+                offsets = loaded_offsets.get(group_id, {})
+                open_txns = pending_by_group.get(group_id, {})
+                if offsets or open_txns:
+                    self._install_loaded_group(GroupMetadata(group_id, now), offsets, open_txns)
 
     def _group_from_record(self, group_id: str, value: rec.GroupMetadataValue, now: int) -> GroupMetadata:
         state = GroupState.STABLE if value.members else GroupState.EMPTY
@@ -378,14 +484,22 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _install_loaded_group(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+    def _install_loaded_group(
+        self,
+        group: GroupMetadata,
+        offsets: dict[TopicPartition, tuple[int, OffsetAndMetadata]],
+        open_txns: dict[int, dict[TopicPartition, tuple[int, OffsetAndMetadata]]],
+    ) -> None:
         if group.group_id in self._groups:
             log.warning("not loading group %s from the log: it is already in memory", group.group_id)
             return
-        group.offsets.committed.update(offsets)
+        group.initialize_offsets(offsets, open_txns)
+        for producer_id in group.active_producers:
+            self._txn_groups.setdefault(producer_id, set()).add(group.group_id)
         self._groups[group.group_id] = group
-        log.info("loaded group %s generation %d with %d member(s) and %d offset(s)",
-                 group.group_id, group.generation_id, group.size, len(offsets))
+        log.info("loaded group %s generation %d with %d member(s), %d offset(s) and pending transactional "
+                 "offsets of %d producer(s)", group.group_id, group.generation_id, group.size, len(offsets),
+                 len(group.active_producers))
         # Kafka's onGroupLoaded.
         if group.size > self._max_size:
             self._prepare_rebalance(group, f"freshly-loaded group is over capacity ({self._max_size})")
@@ -1266,6 +1380,8 @@ class GroupCoordinator:
     def _drop_group(self, group: GroupMetadata) -> None:
         group_id = group.group_id
         del self._groups[group_id]
+        for producer_id in group.active_producers:
+            self._forget_txn_group(producer_id, group_id)
         self._delayed_joins.pop(group_id, None)
         self._timers.cancel(("join", group_id))
         self._sync_generations.pop(group_id, None)
@@ -1333,19 +1449,25 @@ class GroupCoordinator:
                 raise RuntimeError(f"commit for group {group_id} in unexpected state {state}")
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
-                                instance_id: str | None) -> ErrorCode | None:
-        """Kafka's validateOffsetCommit (non-transactional)."""
+                                instance_id: str | None, *, transactional: bool = False) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit, for OffsetCommit and TxnOffsetCommit."""
         if group.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and group.state is GroupState.EMPTY:
             # The admin client, or a consumer without group management.
             return None
         if generation_id >= 0 or member_id != "" or instance_id is not None:
+            # KIP-447 (TxnOffsetCommit v3+ carries the consumer's member id
+            # and generation): a zombie producer of an older generation is
+            # fenced like a consumer's own commit would be.
             error = self._validate_current_member(group, member_id, instance_id)
             if error is not None:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.illegal_generation
+            return None
+        if transactional:
+            # TxnOffsetCommit before v3 carries no member id nor generation.
             return None
         # Generation -1 and no member id, but the group has members: only
         # members may commit.
@@ -1359,7 +1481,12 @@ class GroupCoordinator:
         group: GroupMetadata,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+        *,
+        txn: tuple[int, int] | None = None,
     ) -> None:
+        """Kafka's storeOffsets.  ``txn``: (producer id, producer epoch) of a
+        transactional commit, written as that producer's transactional batch
+        and kept pending for it (not committed) once acknowledged."""
         now = self._now()
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, o in offsets.items():
@@ -1385,23 +1512,120 @@ class GroupCoordinator:
             )
             for tp, o in valid.items()
         ]
-        group.prepare_offset_commit(valid)
+        entries: dict[TopicPartition, PendingTxnOffset] = {}
+        if txn is None:
+            group.prepare_offset_commit(valid)
+        else:
+            entries = group.prepare_txn_offset_commit(txn[0], valid)
+            self._txn_groups.setdefault(txn[0], set()).add(group.group_id)
         op = self._register(lambda: self._reply(callback, statuses(ErrorCode.not_coordinator)))
 
         def done(error: ErrorCode) -> None:
             if not self._unregister(op):
                 return
+            ok = error is ErrorCode.none
+            # Acknowledgements of one partition arrive in log order: the
+            # sequence orders this record against the group's other commits.
+            seq = next(self._ack_seq) if ok else None
             if group.state is not GroupState.DEAD:
-                for tp, o in valid.items():
-                    if error is ErrorCode.none:
-                        group.on_offset_commit_append(tp, o)
-                    else:
-                        group.fail_pending_offset_write(tp, o)
-            if error is not ErrorCode.none:
-                log.debug("offset commit of group %s failed when appending to the log: %s", group.group_id, error.name)
-            self._reply(callback, statuses(ErrorCode.none if error is ErrorCode.none else _map_offset_commit_error(error)))
+                if txn is None:
+                    for tp, o in valid.items():
+                        if seq is not None:
+                            group.on_offset_commit_append(tp, o, seq=seq)
+                        else:
+                            group.fail_pending_offset_write(tp, o)
+                else:
+                    producer_id = txn[0]
+                    for tp, entry in entries.items():
+                        if seq is not None:
+                            group.on_txn_offset_commit_append(producer_id, tp, entry, seq)
+                        else:
+                            group.fail_pending_txn_offset_commit(producer_id, tp, entry)
+                    if not group.has_pending_offset_commits_from_producer(producer_id):
+                        self._forget_txn_group(producer_id, group.group_id)
+            if not ok:
+                log.debug("%soffset commit of group %s failed when appending to the log: %s",
+                          "transactional " if txn is not None else "", group.group_id, error.name)
+            self._reply(callback, statuses(ErrorCode.none if ok else _map_offset_commit_error(error)))
 
-        self._append(self.partition_for(group.group_id), records, done)
+        self._append(self.partition_for(group.group_id), records, done, txn=txn)
+
+    def _forget_txn_group(self, producer_id: int, group_id: str) -> None:
+        group_ids = self._txn_groups.get(producer_id)
+        if group_ids is not None:
+            group_ids.discard(group_id)
+            if not group_ids:
+                del self._txn_groups[producer_id]
+
+    # ================================================================ TxnOffsetCommit
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """TxnOffsetCommit (KIP-98; Kafka's handleTxnCommitOffsets).
+
+        The offsets are written as a transactional batch of the producer and
+        stay *pending* for it (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT
+        with require_stable) until ``complete_transaction`` reports the
+        transaction's marker.  Unlike OffsetCommit: an unknown group is
+        created (Empty) before validation, the group's state does not matter
+        (CompletingRebalance included), it is no heartbeat, and without member
+        id and generation (before v3) anyone may commit.  With them (v3+,
+        KIP-447) they are validated as for OffsetCommit: UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID, ILLEGAL_GENERATION.
+
+        The producer's epoch is checked by the partition log when the store
+        appends the batch (its error comes back per partition).
+        """
+        with self._api():
+            error = self._validate_group_status(group_id, allow_empty_id=False)
+            if error is None and producer_id < 0:
+                # Not a transactional producer: the batch could not be one.
+                error = ErrorCode.invalid_producer_id_mapping
+            if error is not None:
+                self._reply(callback, {tp: error for tp in offsets})
+                return
+            group = self._groups.get(group_id)
+            if group is None:
+                log.info("creating group %s via transactional offset commit of producer %d", group_id, producer_id)
+                group = GroupMetadata(group_id, self._now())
+                self._groups[group_id] = group
+            error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
+            if error is not None:
+                self._reply(callback, {tp: error for tp in offsets})
+                return
+            self._store_offsets(group, offsets, callback, txn=(producer_id, producer_epoch))
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT (``commit``) or ABORT marker of the producer is durable in
+        ``__consumer_offsets`` partition ``partition`` (Kafka's
+        handleTxnCompletion): in every group of that partition the producer's
+        pending offsets become committed -- each only if its record is newer
+        than the one behind the committed offset -- or are dropped."""
+        with self._api():
+            if not self._active:
+                return
+            group_ids = self._txn_groups.get(producer_id)
+            if not group_ids:
+                return
+            for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+                group_ids.discard(group_id)
+                group = self._groups.get(group_id)
+                if group is None or group.state is GroupState.DEAD:
+                    continue
+                applied = group.complete_pending_txn_offset_commit(producer_id, commit)
+                log.debug("transaction of producer %d %s for group %s (%d offset(s) committed)", producer_id,
+                          "committed" if commit else "aborted", group_id, applied)
+            if not group_ids:
+                del self._txn_groups[producer_id]
 
     # ================================================================ OffsetFetch
 
@@ -1409,8 +1633,12 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
         """Offsets are returned whatever the group's state: a group may use
-        Kafka only to store offsets.  ``require_stable`` (KIP-447): a partition
-        with a commit still in flight answers UNSTABLE_OFFSET_COMMIT."""
+        Kafka only to store offsets.  Only committed offsets are returned:
+        transactional commits count once their transaction has committed.
+        ``require_stable`` (KIP-447): a partition with a commit still in
+        flight, or with transactional offsets pending in the group, answers
+        UNSTABLE_OFFSET_COMMIT (retriable); without it the committed offset
+        is returned."""
         with self._api():
             error = self._validate_group_status(group_id, allow_empty_id=True)
             if error is not None:
@@ -1561,6 +1789,7 @@ class GroupCoordinator:
             for answer in inflight:
                 answer()
             self._groups.clear()
+            self._txn_groups.clear()
             self._delayed_joins.clear()
             self._sync_generations.clear()
             self._timers.clear()

@@ -19,9 +19,17 @@ a ``group_instance_id`` that survives restarts; ``static_members`` maps it to
 the member id currently holding it.  *Pending* members (KIP-394) were handed
 a member id with MEMBER_ID_REQUIRED and have not joined with it yet.
 
-Committed offsets live in ``GroupOffsets``: the committed table, the commits
-that are being written (``pending``) and, for transactions later, pending
-transactional commits per producer id.
+Committed offsets live in ``GroupOffsets``: the committed table (with the
+acknowledgement sequence of the record behind each offset, which orders
+commits the way Kafka's log offsets do), the plain commits that are being
+written (``pending``) and the transactional commits awaiting their
+transaction's marker, per producer id (``pending_transactional``).  A
+transactional commit is a ``PendingTxnOffset``: prepared when the TxnOffsetCommit
+is accepted (its append in flight), acknowledged (its record is in the log),
+then committed or dropped with its whole producer slot when the marker comes
+(``complete_pending_txn_offset_commit``).  Committed offsets are the only
+ones OffsetFetch returns; any pending entry for a partition makes a
+``require_stable`` fetch answer UNSTABLE_OFFSET_COMMIT (``has_pending``).
 """
 
 from __future__ import annotations
@@ -223,30 +231,101 @@ class MemberMetadata:
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
 
 
+@dataclass(eq=False, slots=True)
+class PendingTxnOffset:
+    """One transactional offset commit (one producer, one partition) awaiting
+    its transaction's outcome.  Compared by identity: the coordinator's
+    acknowledgement callback holds the very entry it wrote."""
+
+    offset: OffsetAndMetadata
+    #: Where its record is in the log: the coordinator's acknowledgement
+    #: sequence (or the load position).  None while the append is in flight.
+    seq: int | None = None
+    #: The append failed: the record is not in the log.
+    failed: bool = False
+    #: The same producer's earlier entry for the same partition that this one
+    #: superseded while this one's append was in flight.  That earlier record
+    #: is in the log, in the same transaction: if this append fails, it counts
+    #: again.  Cut once this append succeeds.
+    replaced: PendingTxnOffset | None = None
+
+    @property
+    def appended(self) -> bool:
+        return self.seq is not None
+
+    def fallback(self) -> PendingTxnOffset | None:
+        """The newest superseded entry whose append did not fail."""
+        entry = self.replaced
+        while entry is not None and entry.failed:
+            entry = entry.replaced
+        return entry
+
+
 @dataclass
 class GroupOffsets:
-    """Committed offsets of one group, and those on their way to the log."""
+    """Committed offsets of one group, and those on their way to the log.
+
+    Ordering: Kafka keeps, with every committed offset, the log offset of the
+    record it came from, and a committed transaction only installs an offset
+    whose record is *newer* than the one behind the committed offset (a plain
+    commit written after the transactional one wins even though the
+    transaction commits later).  The store's ``done`` does not report log
+    offsets, so ``committed_seq`` holds the coordinator's *acknowledgement
+    sequence* instead: the store acknowledges the appends of one partition in
+    log order, and a group lives on one partition, so comparing sequences
+    compares log positions.  When loading, the sequence is the position of
+    the record in the replayed partition.
+    """
 
     committed: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     #: Latest commit per partition that was appended but not yet acknowledged.
     pending: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
-    #: producer id -> partition -> offset: transactional commits awaiting their
-    #: transaction's outcome (filled once transactions exist; always empty now).
-    pending_transactional: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    #: producer id -> partition -> transactional commit awaiting the
+    #: transaction's COMMIT/ABORT marker (in flight or already in the log).
+    pending_transactional: dict[int, dict[TopicPartition, PendingTxnOffset]] = field(default_factory=dict)
+    #: Transactional commits whose transaction committed while their own append
+    #: was still unacknowledged: committed when the acknowledgement arrives.
+    committing_transactional: dict[TopicPartition, list[PendingTxnOffset]] = field(default_factory=dict)
+    #: The sequence of the record behind each committed offset (see above);
+    #: missing: unknown, older than any record.
+    committed_seq: dict[TopicPartition, int] = field(default_factory=dict)
 
     def has_pending(self, tp: TopicPartition) -> bool:
         """Whether a fetch with require_stable must answer UNSTABLE_OFFSET_COMMIT."""
-        return tp in self.pending or any(tp in per_producer for per_producer in self.pending_transactional.values())
+        return (
+            tp in self.pending
+            or tp in self.committing_transactional
+            or any(tp in per_producer for per_producer in self.pending_transactional.values())
+        )
 
     def has_any(self) -> bool:
-        return bool(self.committed or self.pending or self.pending_transactional)
+        return bool(self.committed or self.pending or self.pending_transactional or self.committing_transactional)
 
     def partitions(self) -> set[TopicPartition]:
         """Every partition with a committed or in-flight offset."""
-        tps = set(self.committed) | set(self.pending)
+        tps = set(self.committed) | set(self.pending) | set(self.committing_transactional)
         for per_producer in self.pending_transactional.values():
             tps |= set(per_producer)
         return tps
+
+    def set_committed(self, tp: TopicPartition, offset: OffsetAndMetadata, seq: int | None) -> bool:
+        """Install ``offset`` unless the committed one comes from a newer record.
+
+        ``seq`` None: position unknown (install unconditionally).
+        """
+        if seq is not None:
+            current = self.committed_seq.get(tp)
+            if tp in self.committed and current is not None and current >= seq:
+                return False
+            self.committed_seq[tp] = seq
+        else:
+            self.committed_seq.pop(tp, None)
+        self.committed[tp] = offset
+        return True
+
+    def drop_committed(self, tp: TopicPartition) -> OffsetAndMetadata | None:
+        self.committed_seq.pop(tp, None)
+        return self.committed.pop(tp, None)
 
 
 class GroupMetadata:
@@ -560,12 +639,14 @@ class GroupMetadata:
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         self.offsets.pending.update(offsets)
 
-    def on_offset_commit_append(self, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
-        """A commit reached the log.  It is applied only if still pending: a
-        delete (OffsetDelete, DeleteGroups, topic deletion) appended after it
-        has removed the pending entry and must win, as it does in the log."""
+    def on_offset_commit_append(self, tp: TopicPartition, offset: OffsetAndMetadata, *, seq: int | None = None) -> None:
+        """A commit reached the log (``seq``: its acknowledgement sequence).
+
+        It is applied only if still pending: a delete (OffsetDelete,
+        DeleteGroups, topic deletion) appended after it has removed the
+        pending entry and must win, as it does in the log."""
         if tp in self.offsets.pending:
-            self.offsets.committed[tp] = offset
+            self.offsets.set_committed(tp, offset, seq)
             if self.offsets.pending[tp] == offset:
                 del self.offsets.pending[tp]
 
@@ -573,19 +654,127 @@ class GroupMetadata:
         if self.offsets.pending.get(tp) == offset:
             del self.offsets.pending[tp]
 
+    # ------------------------------------------------------------ transactional offsets
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, PendingTxnOffset]:
+        """Kafka's prepareTxnOffsetCommit: the offsets are pending for the
+        producer from now on (UNSTABLE for require_stable fetches, invisible to
+        others).  Returns the entries, for the append's acknowledgement."""
+        slot = self.offsets.pending_transactional.setdefault(producer_id, {})
+        entries: dict[TopicPartition, PendingTxnOffset] = {}
+        for tp, offset in offsets.items():
+            entry = PendingTxnOffset(offset, replaced=slot.get(tp))
+            slot[tp] = entry
+            entries[tp] = entry
+        return entries
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition, entry: PendingTxnOffset, seq: int) -> None:
+        """The record of ``entry`` is in the log (acknowledged as ``seq``).
+
+        If its transaction already committed while it was in flight, it is
+        committed now (with the usual ordering rule)."""
+        entry.seq = seq
+        entry.replaced = None
+        waiting = self.offsets.committing_transactional.get(tp)
+        if waiting is not None and _remove_identical(waiting, entry):
+            if not waiting:
+                del self.offsets.committing_transactional[tp]
+            self.offsets.set_committed(tp, entry.offset, seq)
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition, entry: PendingTxnOffset) -> None:
+        """Kafka's failPendingTxnOffsetCommit: the record of ``entry`` was not
+        written.  The same producer's superseded entry, whose record is in the
+        log, takes its place again (Kafka drops the partition instead)."""
+        entry.failed = True
+        fallback = entry.fallback()
+        slot = self.offsets.pending_transactional.get(producer_id)
+        if slot is not None and slot.get(tp) is entry:
+            if fallback is None:
+                del slot[tp]
+                if not slot:
+                    del self.offsets.pending_transactional[producer_id]
+            else:
+                slot[tp] = fallback
+            return
+        waiting = self.offsets.committing_transactional.get(tp)
+        if waiting is not None and _remove_identical(waiting, entry):
+            if fallback is not None:
+                if fallback.appended:
+                    assert fallback.seq is not None
+                    self.offsets.set_committed(tp, fallback.offset, fallback.seq)
+                else:
+                    waiting.append(fallback)
+            if not waiting:
+                del self.offsets.committing_transactional[tp]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> int:
+        """Kafka's completePendingTxnOffsetCommit: the producer's transaction
+        ended (its marker is durable).  On commit every pending offset whose
+        record is newer than the committed one's becomes the committed offset;
+        on abort they are dropped.  Returns how many offsets were committed.
+
+        An entry still in flight (Kafka deems that impossible for a commit: the
+        client waits for TxnOffsetCommit before EndTxn) is committed when its
+        acknowledgement arrives, since its record precedes the marker."""
+        slot = self.offsets.pending_transactional.pop(producer_id, None)
+        if not slot or not commit:
+            return 0
+        applied = 0
+        for tp, entry in slot.items():
+            if entry.appended:
+                assert entry.seq is not None
+                applied += self.offsets.set_committed(tp, entry.offset, entry.seq)
+            else:
+                self.offsets.committing_transactional.setdefault(tp, []).append(entry)
+        return applied
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.offsets.pending_transactional
+
+    @property
+    def active_producers(self) -> set[int]:
+        """Producers with transactional offsets pending in this group."""
+        return set(self.offsets.pending_transactional)
+
+    def initialize_offsets(
+        self,
+        committed: dict[TopicPartition, tuple[int, OffsetAndMetadata]],
+        pending_transactional: dict[int, dict[TopicPartition, tuple[int, OffsetAndMetadata]]],
+    ) -> None:
+        """Install what loading found: (log position, offset) per partition."""
+        for tp, (seq, offset) in committed.items():
+            self.offsets.set_committed(tp, offset, seq)
+        for producer_id, offsets in pending_transactional.items():
+            if offsets:
+                slot = self.offsets.pending_transactional.setdefault(producer_id, {})
+                for tp, (seq, offset) in offsets.items():
+                    slot[tp] = PendingTxnOffset(offset, seq=seq)
+
+    # ------------------------------------------------------------ removing offsets
+
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Drop offsets (and in-flight commits) of these partitions; return the committed ones removed."""
+        """Drop offsets (and in-flight or pending transactional commits) of these
+        partitions; return the committed ones removed."""
         removed: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp in partitions:
             self.offsets.pending.pop(tp, None)
+            self.offsets.committing_transactional.pop(tp, None)
             for per_producer in self.offsets.pending_transactional.values():
                 per_producer.pop(tp, None)
-            old = self.offsets.committed.pop(tp, None)
+            old = self.offsets.drop_committed(tp)
             if old is not None:
                 removed[tp] = old
+        # Kafka leaves empty producer maps behind (which keep an Empty group
+        # alive until the transaction ends); nothing is pending there any more.
+        for producer_id in [p for p, per_producer in self.offsets.pending_transactional.items() if not per_producer]:
+            del self.offsets.pending_transactional[producer_id]
         return removed
 
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """DeleteGroups: the committed partitions (Kafka's removeAllOffsets; the
+        group is dropped with whatever transactional commits remain pending)."""
         return self.remove_offsets(list(self.offsets.committed))
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -598,7 +787,12 @@ class GroupMetadata:
           member subscribes to expire ``retention`` after their commit;
         * no protocol type ("simple" group, offsets only): each offset
           expires ``retention`` after its commit;
-        * otherwise nothing expires.  In-flight commits never expire.
+        * otherwise nothing expires.
+
+        A partition with a plain commit in flight does not expire; pending
+        *transactional* commits are not looked at (as in Kafka): the committed
+        offset under them may expire, the pending ones stay until their
+        transaction ends (and keep an Empty group alive).
         """
         if self.protocol_type is not None and self._state is GroupState.EMPTY:
             state_ts = self.current_state_timestamp_ms
@@ -631,7 +825,7 @@ class GroupMetadata:
             if tp[0] not in excluded and tp not in self.offsets.pending and now_ms - base(o) >= retention_ms
         }
         for tp in expired:
-            del self.offsets.committed[tp]
+            self.offsets.drop_committed(tp)
         return expired
 
     def __repr__(self) -> str:
@@ -640,3 +834,11 @@ class GroupMetadata:
             f"generation={self.generation_id}, protocol_type={self.protocol_type!r}, "
             f"members={list(self.members)})"
         )
+
+
+def _remove_identical(entries: list[PendingTxnOffset], entry: PendingTxnOffset) -> bool:
+    for i, candidate in enumerate(entries):
+        if candidate is entry:
+            del entries[i]
+            return True
+    return False

@@ -4,6 +4,15 @@ The coordinator is sans-I/O: it never touches sockets or files.  It persists
 through a ``GroupStore`` (records appended to ``__consumer_offsets``, with a
 completion callback) and answers through callbacks or return values made of
 the types below.  Kafka outcomes are ``ErrorCode`` values.
+
+Transactional offset commits (TxnOffsetCommit, KIP-98) are appended through
+the same ``GroupStore.append``, as a *transactional batch* of the committing
+producer (``producer_id``/``producer_epoch``/``transactional=True``): the
+partition log checks the producer's epoch, and the COMMIT or ABORT marker
+the transaction coordinator later writes into the same partition decides
+whether the offsets count.  At start-up the store hands the coordinator the
+partition's contents as ``StoredRecord``/``StoredMarker`` entries, in log
+order, so that it can replay those decisions.
 """
 
 from __future__ import annotations
@@ -32,14 +41,57 @@ class GroupStore(Protocol):
         partition: int,
         records: list[tuple[bytes, bytes | None]],
         done: Callable[[ErrorCode], None],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional: bool = False,
     ) -> None:
         """Append (key, value) records to one partition (value None: tombstone).
 
         ``done`` is called exactly once, later (never re-entrantly from inside
         ``append``), with ``ErrorCode.none`` once the records are durable, or
-        with the error that prevented it.
+        with the error that prevented it (for a transactional batch, also the
+        log's verdict on the producer: e.g. INVALID_PRODUCER_EPOCH).
+
+        The coordinator relies on one ordering property: on one partition,
+        successful appends are acknowledged in the order in which they are
+        written to the log (so the order of the ``done(none)`` calls is the
+        log order; the coordinator uses it where Kafka compares log offsets).
+
+        ``producer_id``/``producer_epoch``/``transactional``: a transactional
+        offset commit is written as a transactional batch of that producer.
+        The coordinator passes these keyword arguments only for transactional
+        appends; plain appends are made with the three positional arguments.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record read back from a ``__consumer_offsets`` partition (for loading).
+
+    ``producer_id``/``transactional`` come from the header of the record's
+    batch: a transactional offset commit counts only once a COMMIT marker of
+    the same producer follows it in the log.
+    """
+
+    key: bytes
+    value: bytes | None
+    producer_id: int = -1
+    transactional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMarker:
+    """A transaction marker (control batch) read back from a ``__consumer_offsets`` partition."""
+
+    producer_id: int
+    commit: bool
+
+
+#: What ``GroupCoordinator.load_partition`` accepts, in log order.  A plain
+#: ``(key, value)`` tuple is a non-transactional record.
+StoredEntry = StoredRecord | StoredMarker | tuple[bytes, bytes | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,282 @@
+"""The benchmark workloads (load generated with confluent-kafka) and their broker."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+DEFAULT_PARTITIONS = 6
+DEFAULT_RECORD_SIZE = 1024
+READY_TIMEOUT_S = 60
+TIMEOUT_S = 120
+
+
+@dataclass
+class Result:
+    name: str
+    records: int
+    bytes: int
+    seconds: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
+
+    def line(self) -> str:
+        text = (
+            f"{self.name}: {self.records} records, {self.bytes / 1e6:.1f} MB in {self.seconds:.2f} s: "
+            f"{self.records_per_s:,.0f} records/s, {self.mb_per_s:.1f} MB/s"
+        )
+        if self.extra:
+            text += " (" + ", ".join(f"{k} {v:g}" for k, v in self.extra.items()) + ")"
+        return text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
+    """Run ``onceflow broker`` in a child process on a free port; yield its address."""
+    data_dir = tempfile.mkdtemp(prefix="onceflow-bench-")
+    port = free_port()
+    cmd = [sys.executable, "-m", "onceflow", "--log-level", "WARNING", "broker", "--data-dir", data_dir,
+           "--listen", f"127.0.0.1:{port}"]
+    for item in overrides or []:
+        cmd += ["-o", item]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        line = ""
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line or "ready on" in line:
+                break
+        if "ready on" not in line:
+            raise RuntimeError("the broker did not start")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    for fut in futures.values():
+        try:
+            fut.result(30)
+        except Exception as exc:  # already exists is fine for a named topic
+            if "already exists" not in str(exc).lower():
+                raise
+
+
+def count_records(bootstrap: str, topic: str) -> int:
+    """Offsets in the topic's partitions (records, and markers if any)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4()}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        total = 0
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+class _Delivery:
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.errors = 0
+
+    def __call__(self, err: object, _msg: object) -> None:
+        if err is None:
+            self.delivered += 1
+        else:
+            self.errors += 1
+
+
+def _producer_config(bootstrap: str, linger_ms: int, **extra: object) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": linger_ms,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.messages": 1_000_000,
+        **extra,
+    }
+
+
+def bench_produce(bootstrap: str, topic: str, record_size: int, seconds: float, acks: str, linger_ms: int,
+                  idempotent: bool = False) -> Result:
+    from confluent_kafka import Producer
+
+    producer = Producer(_producer_config(bootstrap, linger_ms, acks=acks, **{"enable.idempotence": idempotent}))
+    payload = os.urandom(record_size)
+    report = _Delivery()
+    chunk = [{"value": payload} for _ in range(10_000)]
+    producer.produce(topic, payload, on_delivery=report)  # warm up: connections, metadata
+    producer.flush(30)
+    report.delivered = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        producer.produce_batch(topic, chunk, on_delivery=report)
+        producer.poll(0)
+        while len(producer) > 500_000:
+            producer.poll(0.01)
+    remaining = producer.flush(TIMEOUT_S)
+    elapsed = time.perf_counter() - start
+    if report.errors or remaining:
+        raise RuntimeError(f"{report.errors} delivery errors, {remaining} undelivered")
+    name = f"produce acks={acks}" + (" idempotent" if idempotent else "")
+    return Result(name, report.delivered, report.delivered * record_size, elapsed)
+
+
+def bench_txn_produce(bootstrap: str, topic: str, record_size: int, seconds: float, commit_interval_ms: int,
+                      linger_ms: int) -> Result:
+    """A transactional producer committing every ``commit_interval_ms``."""
+    from confluent_kafka import Producer
+
+    producer = Producer(_producer_config(bootstrap, linger_ms, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer.init_transactions(30)
+    payload = os.urandom(record_size)
+    report = _Delivery()
+    chunk = [{"value": payload} for _ in range(2_000)]
+    commits = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        producer.begin_transaction()
+        commit_at = time.perf_counter() + commit_interval_ms / 1000
+        while time.perf_counter() < commit_at:
+            producer.produce_batch(topic, chunk, on_delivery=report)
+            producer.poll(0)
+            while len(producer) > 500_000:
+                producer.poll(0.005)
+        producer.commit_transaction(TIMEOUT_S)
+        commits += 1
+    elapsed = time.perf_counter() - start
+    if report.errors:
+        raise RuntimeError(f"{report.errors} delivery errors")
+    return Result(f"txn-produce commit every {commit_interval_ms} ms", report.delivered, report.delivered * record_size,
+                  elapsed, {"commits": commits})
+
+
+def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transactions: int, records_per_txn: int) -> Result:
+    """begin, ``records_per_txn`` records, commit: the commit call's latency, one transaction at a time."""
+    from confluent_kafka import Producer
+
+    producer = Producer(_producer_config(bootstrap, 0, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer.init_transactions(30)
+    payload = os.urandom(record_size)
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(transactions):
+        producer.begin_transaction()
+        for _ in range(records_per_txn):
+            producer.produce(topic, payload)
+        producer.flush(TIMEOUT_S)  # the records are written; what follows is the commit itself
+        t0 = time.perf_counter()
+        producer.commit_transaction(TIMEOUT_S)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    n = transactions * records_per_txn
+    return Result(f"commit-latency {records_per_txn} records/txn", n, n * record_size, elapsed, {
+        "p50_ms": round(pick(0.50), 3), "p99_ms": round(pick(0.99), 3), "max_ms": round(latencies[-1], 3),
+        "mean_ms": round(statistics.fmean(latencies), 3)})
+
+
+def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "read_uncommitted") -> Result:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "isolation.level": isolation,
+        "fetch.max.bytes": 52_428_800,
+        "max.partition.fetch.bytes": 10_485_760,
+        "queued.max.messages.kbytes": 1_048_576,
+    })
+    metadata = consumer.list_topics(topic, timeout=30)
+    partitions = sorted(metadata.topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    count = nbytes = 0
+    start = None
+    deadline = time.monotonic() + 600
+    while count < records and time.monotonic() < deadline:
+        batch = consumer.consume(10_000, 1.0)
+        if start is None and batch:
+            start = time.perf_counter()
+        for msg in batch:
+            if msg.error() is None:
+                count += 1
+                nbytes += len(msg.value())
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    consumer.close()
+    if count < records:
+        raise RuntimeError(f"only {count} of {records} records arrived")
+    return Result(f"consume {isolation}", count, nbytes, elapsed)
+
+
+def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: int, records_per_txn: int) -> list[Result]:
+    """Fill ``topic`` with transactions, every other one aborted; read it all with both isolation levels.
+
+    Throughput is reported as log offsets covered per second (records fetched,
+    whether delivered or filtered), so the two levels are compared on the same work.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer(_producer_config(bootstrap, 5, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer.init_transactions(30)
+    payload = os.urandom(record_size)
+    transactions = max(2, records // records_per_txn)
+    for i in range(transactions):
+        producer.begin_transaction()
+        producer.produce_batch(topic, [{"value": payload}] * records_per_txn)
+        if i % 2:
+            producer.flush(TIMEOUT_S)
+            producer.abort_transaction(TIMEOUT_S)
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+    total = transactions * records_per_txn
+    committed = (transactions + 1) // 2 * records_per_txn
+    results = []
+    for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
+        got = bench_consume(bootstrap, topic, expected, isolation)
+        # Both runs cover the same log range: rate it on the whole range.
+        results.append(Result(f"read {isolation} over a half-aborted topic", total, total * record_size, got.seconds,
+                              {"delivered": got.records}))
+    return results

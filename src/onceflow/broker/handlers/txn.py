@@ -1,0 +1,261 @@
+"""Transactions on the wire: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn, TxnOffsetCommit, WriteTxnMarkers, and the KIP-664 inspection APIs
+(DescribeProducers, DescribeTransactions, ListTransactions).
+
+Like the group handlers, these only translate between the request/response
+versions and the (sans-I/O, callback-style) transaction and group
+coordinators.  Version quirks kept from Kafka's KafkaApis:
+
+* PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to clients too old to
+  know it (InitProducerId < v4, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn < v2);
+* AddPartitionsToTxn: if any partition does not exist, the whole request fails:
+  UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for the rest.
+  Only the client versions (0-3) are served: v4+ is Kafka's broker-to-broker
+  verification, which a single node does in-process (see the produce handler).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
+from ...protocol import apis
+from ...protocol.errors import ErrorCode
+from .common import NO_THROTTLE, Request, build, ms, responses
+from .groups import _via_callback
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..server import KafkaProtocol
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _unfence(error: ErrorCode, request: Request, first_version_knowing_it: int) -> ErrorCode:
+    if error is ErrorCode.producer_fenced and request.api_version < first_version_knowing_it:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+def handle_init_producer_id(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+
+    def respond(result: tuple[ErrorCode, int, int]) -> Any:
+        error, producer_id, epoch = result
+        return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 4),
+                     producer_id=producer_id, producer_epoch=epoch)
+
+    return _via_callback(
+        lambda cb: broker.txns.init_producer_id(
+            body.transactional_id,
+            ms(body.transaction_timeout),
+            getattr(body, "producer_id", -1),
+            getattr(body, "producer_epoch", -1),
+            lambda error, pid, epoch: cb((error, pid, epoch)),
+        ),
+        respond,
+    )
+
+
+def handle_add_partitions_to_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    """Versions 0-3 (the client versions; v4+ batch transactions for broker-to-broker verification)."""
+    m = responses(request)
+    body = request.body
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+
+    def respond(errors: dict[TopicPartition, ErrorCode]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), error in errors.items():
+            by_topic.setdefault(topic, []).append(build(m.AddPartitionsToTxnPartitionResult, partition_index=partition,
+                                                        partition_error_code=_unfence(error, request, 2)))
+        return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
+            build(m.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(r)) for t, r in by_topic.items()))
+
+    missing = {tp for tp in wanted if broker.registry.get(*tp) is None}
+    if missing:  # the whole request fails, as in Kafka
+        return respond({tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
+                        for tp in wanted})
+    return _via_callback(
+        lambda cb: broker.txns.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                              body.v3_and_below_producer_epoch, wanted, cb),
+        respond,
+    )
+
+
+def handle_add_offsets_to_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    partition = broker.groups.partition_for(body.group_id)
+    broker.offsets_partition(partition)  # the group's offsets partition must exist to join the transaction
+
+    def respond(error: ErrorCode) -> Any:
+        return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
+
+    return _via_callback(
+        lambda cb: broker.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, (OFFSETS_TOPIC, partition), cb),
+        respond,
+    )
+
+
+def handle_end_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+
+    def respond(error: ErrorCode) -> Any:
+        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
+
+    return _via_callback(
+        lambda cb: broker.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed), cb),
+        respond,
+    )
+
+
+def handle_txn_offset_commit(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    now = broker.clock.now_ms()
+    order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if broker.registry.get(*tp) is None:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets[tp] = OffsetAndMetadata(offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                                                metadata=p.committed_metadata, commit_timestamp_ms=now)
+
+    def respond(results: dict[TopicPartition, ErrorCode]) -> Any:
+        merged = {**results, **errors}
+        return build(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+            build(m.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
+                build(m.TxnOffsetCommitResponsePartition, partition_index=i,
+                      error_code=_unfence(merged.get((name, i), ErrorCode.none), request, 3)) for i in parts))
+            for name, parts in order))
+
+    if not offsets:
+        return respond({})
+    return _via_callback(
+        lambda cb: broker.groups.commit_transactional_offsets(
+            body.group_id, body.producer_id, body.producer_epoch,
+            getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
+            offsets, cb,
+        ),
+        respond,
+    )
+
+
+def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    """Write markers on request (Kafka's inter-broker API; Admin.abortTransaction uses it, KIP-664)."""
+    m = responses(request)
+    markers = list(request.body.markers)
+    results: list[dict[TopicPartition, ErrorCode]] = [{} for _ in markers]
+
+    def respond(_: object) -> Any:
+        out = []
+        for marker, errors in zip(markers, results):
+            by_topic: dict[str, list[Any]] = {}
+            for (topic, partition), error in errors.items():
+                by_topic.setdefault(topic, []).append(build(m.WritableTxnMarkerPartitionResult, partition_index=partition, error_code=error))
+            out.append(build(m.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=tuple(
+                build(m.WritableTxnMarkerTopicResult, name=t, partitions=tuple(r)) for t, r in by_topic.items())))
+        return build(m.WriteTxnMarkersResponse, markers=tuple(out))
+
+    def start(cb: Any) -> None:
+        remaining = [len(markers)]
+        if not markers:
+            cb(None)
+            return
+        for marker, slot in zip(markers, results):
+            partitions = frozenset((t.name, p) for t in marker.topics for p in t.partition_indexes)
+
+            def done(errors: dict[TopicPartition, ErrorCode], slot: dict[TopicPartition, ErrorCode] = slot) -> None:
+                slot.update(errors)
+                remaining[0] -= 1
+                if remaining[0] == 0:
+                    cb(None)
+
+            broker.marker_writer.write_markers(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                               bool(marker.transaction_result), partitions, done)
+
+    return _via_callback(start, respond)
+
+
+def handle_describe_producers(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    topics = []
+    for t in request.body.topics:
+        parts = []
+        for index in t.partition_indexes:
+            partition = broker.registry.get(t.name, index)
+            if partition is None:
+                parts.append(build(m.PartitionResponse, partition_index=index, error_code=ErrorCode.unknown_topic_or_partition,
+                                   error_message=None, active_producers=()))
+                continue
+            active = tuple(
+                build(m.ProducerState, producer_id=pid, producer_epoch=entry.producer_epoch, last_sequence=entry.last_seq,
+                      last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
+                      current_txn_start_offset=-1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset)
+                for pid, entry in sorted(partition.producer_state.producers().items())
+            )
+            parts.append(build(m.PartitionResponse, partition_index=index, error_code=ErrorCode.none, error_message=None,
+                               active_producers=active))
+        topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(parts)))
+    return build(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def handle_describe_transactions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    states = []
+    for d in broker.txns.describe_transactions(list(request.body.transactional_ids)):
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(d.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(build(
+            m.TransactionState, error_code=d.error, transactional_id=d.transactional_id, transaction_state=d.state,
+            transaction_timeout=_timedelta(d.timeout_ms), transaction_start_time=d.start_timestamp_ms, producer_id=d.producer_id,
+            producer_epoch=d.producer_epoch,
+            topics=tuple(build(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        ))
+    return build(m.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
+
+
+def handle_list_transactions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+    m = responses(request)
+    body = request.body
+    known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
+    wanted = set(body.state_filters or ())
+    unknown = tuple(sorted(wanted - known))
+    states = wanted & known
+    if wanted and not states:
+        listed = []  # only unknown states asked for: nothing matches (they are reported back)
+    else:
+        listed = broker.txns.list_transactions(states or None, set(body.producer_id_filters or ()) or None,
+                                               getattr(body, "duration_filter", -1))
+    return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
+                 transaction_states=tuple(build(m.TransactionState, transactional_id=x.transactional_id, producer_id=x.producer_id,
+                                                transaction_state=x.state) for x in listed))
+
+
+def _timedelta(milliseconds: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=milliseconds)
+
+
+HANDLERS = {
+    apis.INIT_PRODUCER_ID: handle_init_producer_id,
+    apis.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    apis.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    apis.END_TXN: handle_end_txn,
+    apis.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    apis.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    apis.DESCRIBE_PRODUCERS: handle_describe_producers,
+    apis.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    apis.LIST_TRANSACTIONS: handle_list_transactions,
+}

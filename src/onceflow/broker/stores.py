@@ -1,0 +1,166 @@
+"""The coordinators' I/O: their internal topics, and transaction markers.
+
+The group and transaction coordinators are sans-I/O.  Each is given
+adapters through which it writes:
+
+* ``OffsetsTopicStore``: the group coordinator's records go to
+  ``__consumer_offsets``, transactional offset commits as a transactional
+  batch of their producer;
+* ``TransactionLogStore``: the transaction coordinator's records go to
+  ``__transaction_state``;
+* ``LocalMarkerWriter``: COMMIT/ABORT markers go to the partitions of a
+  transaction.  Once a marker in ``__consumer_offsets`` is durable, the
+  group coordinator learns the transaction's outcome for its pending offsets.
+
+Every write is made durable by group commit before its ``done`` callback
+runs, and ``done`` always runs later, from the event loop, never inside the
+call that wrote (the coordinators rely on that).  Both internal topics are
+created on first use, compacted, with their own segment size, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..log.partition_log import PartitionLog
+from ..protocol.errors import ErrorCode
+from ..records.batch import Invalid
+from ..records.builder import build_batch
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def _when_durable(broker: Broker, partition: PartitionLog, offset: int, done: Callable[[ErrorCode], None]) -> None:
+    broker.after_append(partition)
+    fut = broker.wait_durable(partition, offset)
+
+    def finished(f: asyncio.Future[None]) -> None:
+        done(ErrorCode.kafka_storage_error if f.cancelled() or f.exception() is not None else ErrorCode.none)
+
+    fut.add_done_callback(finished)
+
+
+def _later(done: Callable[[ErrorCode], None], error: ErrorCode) -> None:
+    asyncio.get_running_loop().call_soon(done, error)
+
+
+class OffsetsTopicStore:
+    """The group coordinator's ``GroupStore``: ``__consumer_offsets``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self._broker.config["offsets.topic.num.partitions"])
+
+    def append(
+        self,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        done: Callable[[ErrorCode], None],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional: bool = False,
+    ) -> None:
+        broker = self._broker
+        now = broker.clock.now_ms()
+        try:
+            target = broker.internal_partition(OFFSETS_TOPIC, partition)
+            batch = build_batch(records, now, producer_id=producer_id, producer_epoch=producer_epoch, transactional=transactional)
+            result = target.append_batch(batch, now)
+        except OSError as exc:
+            log.error("cannot write to %s-%d: %s", OFFSETS_TOPIC, partition, exc)
+            _later(done, ErrorCode.kafka_storage_error)
+            return
+        if isinstance(result, Invalid):  # e.g. a transactional commit from a fenced producer epoch
+            _later(done, result.error)
+            return
+        _when_durable(broker, target, target.log_end_offset, done)
+
+
+class TransactionLogStore:
+    """The transaction coordinator's ``TxnLogStore``: ``__transaction_state``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self._broker.config["transaction.state.log.num.partitions"])
+
+    def append(self, partition: int, key: bytes, value: bytes | None, done: Callable[[ErrorCode], None]) -> None:
+        broker = self._broker
+        now = broker.clock.now_ms()
+        try:
+            target = broker.internal_partition(TRANSACTION_STATE_TOPIC, partition)
+            target.append_batch(build_batch([(key, value)], now), now)
+        except OSError as exc:
+            log.error("cannot write to %s-%d: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+            _later(done, ErrorCode.kafka_storage_error)
+            return
+        _when_durable(broker, target, target.log_end_offset, done)
+
+
+class LocalMarkerWriter:
+    """Writes COMMIT/ABORT markers into this broker's partitions (the coordinator's MarkerWriter)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: frozenset[tuple[str, int]],
+        done: Callable[[dict[tuple[str, int], ErrorCode]], None],
+    ) -> None:
+        broker = self._broker
+        now = broker.clock.now_ms()
+        results: dict[tuple[str, int], ErrorCode] = {}
+        waiting: list[tuple[tuple[str, int], asyncio.Future[None]]] = []
+        for topic, index in sorted(partitions):
+            target = broker.registry.get(topic, index)
+            if target is None:
+                results[(topic, index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            try:
+                outcome = target.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+            except OSError as exc:
+                log.error("cannot write a marker to %s: %s", target.name, exc)
+                results[(topic, index)] = ErrorCode.kafka_storage_error
+                continue
+            if isinstance(outcome, Invalid):
+                log.info("marker for producer %d refused by %s: %s", producer_id, target.name, outcome.reason)
+                results[(topic, index)] = outcome.error
+                continue
+            broker.after_append(target)
+            waiting.append(((topic, index), broker.wait_durable(target, target.log_end_offset)))
+        if not waiting:
+            asyncio.get_running_loop().call_soon(done, results)
+            return
+
+        def finished(_: object) -> None:
+            for tp, fut in waiting:
+                if fut.cancelled() or fut.exception() is not None:
+                    results[tp] = ErrorCode.kafka_storage_error
+                    continue
+                results[tp] = ErrorCode.none
+                if tp[0] == OFFSETS_TOPIC:
+                    broker.groups.complete_transaction(tp[1], producer_id, commit)
+            done(results)
+
+        gathered = asyncio.gather(*(fut for _, fut in waiting), return_exceptions=True)
+        gathered.add_done_callback(finished)

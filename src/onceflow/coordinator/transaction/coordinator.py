@@ -1,0 +1,912 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator, sans I/O).
+
+Theory of operation
+-------------------
+A transactional producer talks to the coordinator that owns its
+transactional id (``partition_for``: the id's partition of
+``__transaction_state``).  The coordinator keeps one ``TransactionMetadata``
+per id (``state_manager.TransactionStateManager``) and drives it through
+Kafka's state machine (``metadata.TransactionState``):
+
+* InitProducerId (``init_producer_id``) registers the id (a new producer id,
+  epoch 0, Empty) or bumps its epoch, fencing the previous instance.  If the
+  previous instance left a transaction Ongoing, it is first aborted with a
+  bumped epoch (PrepareEpochFence -> PrepareAbort, markers, CompleteAbort)
+  and the new instance is told CONCURRENT_TRANSACTIONS until that is done;
+  its retry then bumps the epoch once more.  When the epochs of a producer
+  id are exhausted a new producer id is allocated (KIP-360), and a producer
+  recovering from an abortable error may pass its current id/epoch to keep
+  its identity (KIP-360 retries).
+* AddPartitionsToTxn / AddOffsetsToTxn (``add_partitions``, ``add_offsets``)
+  make the id Ongoing and record the partitions; the transaction's timeout
+  runs from the first partition added.
+* EndTxn (``end_txn``) persists PrepareCommit/PrepareAbort -- the point of no
+  return -- answers the producer, writes a COMMIT/ABORT marker to every
+  partition through the ``MarkerWriter`` and, when all are written, persists
+  CompleteCommit/CompleteAbort.  Markers that fail are retried after
+  ``MARKER_RETRY_BACKOFF_MS``; a partition that no longer exists counts as
+  done.
+* The produce path asks ``partition_in_transaction`` whether a transactional
+  batch may be appended (KIP-890 part 1 verification).
+
+Every change follows prepare -> persist -> complete (``metadata.py``): the
+metadata is only changed once the store reports its record durable; while a
+change is pending other requests for the id get CONCURRENT_TRANSACTIONS.
+
+Loading (``load_partition``) replays a partition and rolls forward what was
+decided: a transaction found in PrepareCommit/PrepareAbort gets its markers
+(re)written and then its Complete record.  Ongoing transactions just wait for
+their timeout.
+
+Callbacks are called exactly once.  They are queued and run when the public
+method (or ``tick``, or a store / marker completion) is about to return, so
+a callback that calls back into the coordinator sees a consistent state;
+internal follow-up steps queued at the same time run after them (EndTxn is
+answered before its markers are sent, as Kafka does).  After ``shutdown``
+nothing is called any more: pending callbacks are answered NOT_COORDINATOR
+by ``shutdown`` itself.
+
+Timers are deadlines in ``_Timers``; the broker calls ``tick`` every few
+milliseconds (``next_deadline_ms`` says when it must):
+
+* ``abort``    every transaction.abort.timed.out.transaction.cleanup.interval.ms:
+               Ongoing transactions open longer than their timeout are aborted
+               with an epoch bump, so the zombie producer is fenced (its next
+               AddPartitions/EndTxn gets PRODUCER_FENCED).
+* ``expire``   every transaction.remove.expired.transaction.cleanup.interval.ms:
+               ids idle for transactional.id.expiration.ms in Empty /
+               CompleteCommit / CompleteAbort are removed (tombstones).
+* ``markers``  retry of a transaction's failed markers.
+* ``complete`` retry of a Complete record whose append failed.
+
+This implements transaction version 0 as Kafka 3.x/4.x serve it to clients
+that do not use KIP-890 part 2 (EndTxn does not bump the epoch).  Errors are
+Kafka's as the coordinator produces them; the request handlers map
+PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for old request versions
+(InitProducerId < v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn < v2),
+as KafkaApis does.  Kafka outcomes are ``ErrorCode`` values; exceptions are
+bugs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ...clock import Clock
+from ...config import BrokerConfig
+from ...protocol.errors import ErrorCode
+from .metadata import (
+    TransactionMetadata,
+    TransactionState,
+    TransactionStateError,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
+from .state_manager import TransactionStateManager
+from .types import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    ListTransactionsResult,
+    MarkerWriter,
+    ProducerIdAllocator,
+    TopicPartition,
+    TransactionDescription,
+    TxnLogStore,
+)
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+
+#: Back-off before markers that failed are written again (Kafka's marker
+#: sender retries on its next poll, after the network client's back-off).
+MARKER_RETRY_BACKOFF_MS = 100
+#: Back-off before a Complete record whose append failed retriably is appended again.
+COMPLETION_RETRY_BACKOFF_MS = 100
+
+_ABORT_KEY = ("abort",)
+_EXPIRE_KEY = ("expire",)
+
+#: Marker outcomes after which the partition needs no marker any more.
+_MARKER_DONE = frozenset(
+    {
+        ErrorCode.none,
+        # The partition is gone (Kafka: no leader any more -> "likely deleted").
+        ErrorCode.unknown_topic_or_partition,
+        # Kafka: the producer could not have written there either.
+        ErrorCode.unsupported_for_message_format,
+        ErrorCode.unsupported_version,
+    }
+)
+#: Marker outcomes that make the whole marker round obsolete (Kafka stops sending).
+_MARKER_OBSOLETE = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced})
+
+InitProducerIdCallback = Callable[[ErrorCode, int, int], None]
+
+
+class _Timers:
+    """Deadlines by key; setting a key again replaces its deadline."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
+        self._live: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (seq, deadline)
+        self._seq = itertools.count()
+
+    def set(self, key: tuple[Any, ...], deadline_ms: int) -> None:
+        seq = next(self._seq)
+        self._live[key] = (seq, deadline_ms)
+        heapq.heappush(self._heap, (deadline_ms, seq, key))
+        if len(self._heap) > 1024 and len(self._heap) > 4 * len(self._live):
+            self._heap = [(d, s, k) for k, (s, d) in self._live.items()]
+            heapq.heapify(self._heap)
+
+    def cancel(self, key: tuple[Any, ...]) -> None:
+        self._live.pop(key, None)
+
+    def deadline(self, key: tuple[Any, ...]) -> int | None:
+        entry = self._live.get(key)
+        return None if entry is None else entry[1]
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap:
+            _, seq, key = heap[0]
+            entry = self._live.get(key)
+            if entry is not None and entry[0] == seq:
+                return
+            heapq.heappop(heap)
+
+    def next_deadline(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> tuple[Any, ...] | None:
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now_ms:
+            return None
+        _, _, key = heapq.heappop(self._heap)
+        del self._live[key]
+        return key
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._live.clear()
+
+
+@dataclass(eq=False)
+class _PendingCompletion:
+    """A transaction whose Prepare record is durable, on its way to Complete
+    (Kafka's PendingCompleteTxn)."""
+
+    transactional_id: str
+    metadata: TransactionMetadata
+    #: The prepared CompleteCommit / CompleteAbort transition.
+    transit: TxnTransitMetadata
+    commit: bool
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock,
+        store: TxnLogStore,
+        producer_ids: ProducerIdAllocator,
+        markers: MarkerWriter,
+        *,
+        coordinator_epoch: int = 0,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._producer_ids = producer_ids
+        self._markers = markers
+        self._coordinator_epoch = coordinator_epoch
+        self._state = TransactionStateManager(config, clock, store, guard=self._guarded)
+        self._timers = _Timers()
+        self._outbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._flushing = False
+        self._active = True
+        #: Requests waiting on the store: op id -> how shutdown answers them.
+        self._inflight: dict[int, Callable[[], None]] = {}
+        self._op_ids = itertools.count()
+        #: Transactions whose markers are being written (Kafka's transactionsWithPendingMarkers).
+        self._pending_markers: dict[str, _PendingCompletion] = {}
+        #: Complete records waiting to be appended again.
+        self._completion_retries: dict[str, _PendingCompletion] = {}
+        now = clock.now_ms()
+        self._timers.set(_ABORT_KEY, now + self._abort_interval_ms)
+        self._timers.set(_EXPIRE_KEY, now + self._expire_interval_ms)
+
+    # ================================================================ plumbing
+
+    @contextmanager
+    def _api(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._flush()
+
+    def _guarded(self, fn: Callable[[], None]) -> None:
+        """Run a store / marker completion as if it were a public call."""
+        with self._api():
+            fn()
+
+    def _reply(self, callback: Callable[..., None], *args: Any) -> None:
+        self._outbox.append((callback, args))
+
+    def _then(self, action: Callable[[], None]) -> None:
+        """An internal step, run after the callbacks queued so far."""
+        self._outbox.append((action, ()))
+
+    def _flush(self) -> None:
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            while self._outbox:
+                fn, args = self._outbox.popleft()
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("transaction coordinator callback %r failed", fn)
+        finally:
+            self._flushing = False
+
+    def _deferred(self, callback: Callable[..., None], *shutdown_args: Any) -> Callable[..., None]:
+        """A one-shot answer for a request that waits on the store; ``shutdown``
+        answers it with ``shutdown_args`` if it is still waiting then."""
+        op = next(self._op_ids)
+        self._inflight[op] = lambda: self._reply(callback, *shutdown_args)
+
+        def answer(*args: Any) -> None:
+            if self._inflight.pop(op, None) is not None:
+                self._reply(callback, *args)
+
+        return answer
+
+    def _now(self) -> int:
+        return self._clock.now_ms()
+
+    def _allocate_producer_id(self) -> int | ErrorCode:
+        try:
+            return int(self._producer_ids.allocate())
+        except Exception:
+            log.exception("producer id allocation failed")
+            return ErrorCode.unknown_server_error
+
+    @property
+    def _abort_interval_ms(self) -> int:
+        return int(self._config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+
+    @property
+    def _expire_interval_ms(self) -> int:
+        return int(self._config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
+    # ================================================================ inspection
+
+    def partition_for(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition of an id (Kafka: Utils.abs(hashCode) % partitions)."""
+        return self._state.partition_for(transactional_id)
+
+    def transaction(self, transactional_id: str) -> TransactionMetadata | None:
+        """The in-memory metadata (for inspection only; do not mutate)."""
+        return self._state.get(transactional_id)
+
+    def transactional_ids(self) -> list[str]:
+        return sorted(md.transactional_id for md in self._state.all())
+
+    @property
+    def coordinator_epoch(self) -> int:
+        return self._coordinator_epoch
+
+    # ================================================================ loading
+
+    def load_partition(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Replay one ``__transaction_state`` partition (oldest record first), then
+        roll forward the transactions found in PrepareCommit / PrepareAbort."""
+        with self._api():
+            if not self._active:
+                log.warning("not loading __transaction_state-%d: the coordinator is shut down", partition)
+                return
+            # Kafka's onElection: forget marker work left from an earlier load of the partition.
+            for pending_map, timer in ((self._pending_markers, "markers"), (self._completion_retries, "complete")):
+                for tid in [t for t in pending_map if self.partition_for(t) == partition]:
+                    del pending_map[tid]
+                    self._timers.cancel((timer, tid))
+            loaded = self._state.load_partition(partition, records)
+            now = self._now()
+            for md in loaded:
+                if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                    commit = md.state is S.PREPARE_COMMIT
+                    transit = md.prepare_complete(now)
+                    log.info("rolling forward the %s of transactional id %r after loading partition %d",
+                             "commit" if commit else "abort", md.transactional_id, partition)
+                    self._then(lambda md=md, transit=transit, commit=commit:
+                               self._start_markers(md.transactional_id, md, transit, commit))
+
+    # ================================================================ InitProducerId
+
+    def init_producer_id(
+        self,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
+        callback: InitProducerIdCallback,
+    ) -> None:
+        """Answer ``callback(error, producer_id, producer_epoch)`` (-1, -1 on error)."""
+        with self._api():
+            def fail(error: ErrorCode) -> None:
+                self._reply(callback, error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+            if not self._active:
+                fail(ErrorCode.coordinator_not_available if transactional_id is None else ErrorCode.not_coordinator)
+                return
+            # KafkaApis: an id without an epoch (or the reverse) is malformed.
+            if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+                fail(ErrorCode.invalid_request)
+                return
+            if transactional_id is None:
+                # Idempotent producer: always a fresh producer id, nothing is kept.
+                pid = self._allocate_producer_id()
+                if isinstance(pid, ErrorCode):
+                    fail(pid)
+                else:
+                    self._reply(callback, ErrorCode.none, pid, 0)
+                return
+            if transactional_id == "":
+                fail(ErrorCode.invalid_request)
+                return
+            if not self._state.validate_transaction_timeout_ms(transaction_timeout_ms):
+                fail(ErrorCode.invalid_transaction_timeout)
+                return
+            expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+
+            md = self._state.get(transactional_id)
+            if md is None:
+                pid = self._allocate_producer_id()
+                if isinstance(pid, ErrorCode):
+                    fail(pid)
+                    return
+                # As Kafka: the new id enters the cache at once (epoch -1, not
+                # persisted); the Empty record below gives it epoch 0.
+                md = self._state.put_if_absent(
+                    TransactionMetadata(
+                        transactional_id,
+                        pid,
+                        txn_timeout_ms=transaction_timeout_ms,
+                        state=S.EMPTY,
+                        txn_last_update_timestamp=self._now(),
+                    )
+                )
+
+            result = self._prepare_init_producer_id_transit(md, transaction_timeout_ms, expected)
+            if isinstance(result, ErrorCode):
+                fail(result)
+                return
+            answer = self._deferred(callback, ErrorCode.not_coordinator, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            transit = result
+            if transit.txn_state is S.PREPARE_EPOCH_FENCE:
+                # Abort the previous instance's transaction first; the client
+                # retries on CONCURRENT_TRANSACTIONS and its retry bumps again.
+                def after_abort(error: ErrorCode) -> None:
+                    answer(ErrorCode.concurrent_transactions if error is ErrorCode.none else error,
+                           NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+                log.info("InitProducerId for %r: aborting the ongoing transaction of producer %d epoch %d first",
+                         transactional_id, md.producer_id, md.producer_epoch)
+                self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
+                                      commit=False, from_client=False, done=after_abort)
+                return
+
+            def on_appended(error: ErrorCode) -> None:
+                if error is ErrorCode.none:
+                    log.info("initialized transactional id %r with producer id %d epoch %d",
+                             transactional_id, transit.producer_id, transit.producer_epoch)
+                    answer(ErrorCode.none, transit.producer_id, transit.producer_epoch)
+                else:
+                    answer(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+            self._state.append_transaction_to_log(transactional_id, transit, on_appended)
+
+    def _is_valid_producer_id(self, md: TransactionMetadata, expected: tuple[int, int]) -> bool:
+        """KIP-360: may a producer presenting ``expected`` (id, epoch) re-initialise?"""
+        expected_id, expected_epoch = expected
+        return (
+            # The metadata was just created: a producer recovering from UNKNOWN_PRODUCER_ID.
+            md.producer_epoch == NO_PRODUCER_EPOCH
+            # Same producer id: the epoch is checked when it is bumped.
+            or expected_id == md.producer_id
+            # A retry of a bump that rotated the producer id (epochs exhausted).
+            or (expected_id == md.previous_producer_id and is_epoch_exhausted(expected_epoch))
+        )
+
+    def _prepare_init_producer_id_transit(
+        self, md: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None
+    ) -> TxnTransitMetadata | ErrorCode:
+        if md.pending_transition_in_progress:
+            return ErrorCode.concurrent_transactions
+        if expected is not None and not self._is_valid_producer_id(md, expected):
+            return ErrorCode.producer_fenced
+        if md.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
+            return ErrorCode.concurrent_transactions
+        if md.state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.EMPTY):
+            if md.is_producer_epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
+                new_pid = self._allocate_producer_id()
+                if isinstance(new_pid, ErrorCode):
+                    return new_pid
+                log.info("transactional id %r exhausted the epochs of producer id %d; rotating to %d",
+                         md.transactional_id, md.producer_id, new_pid)
+                return md.prepare_producer_id_rotation(new_pid, timeout_ms, self._now(), expected is not None)
+            transit = md.prepare_increment_producer_epoch(
+                timeout_ms, None if expected is None else expected[1], self._now()
+            )
+            return ErrorCode.producer_fenced if transit is None else transit
+        if md.state is S.ONGOING:
+            # The bumped epoch is never returned: the client gets
+            # CONCURRENT_TRANSACTIONS and its retry bumps again (which may
+            # rotate the producer id if this bump exhausted the epochs).
+            return md.prepare_fence_producer_epoch()
+        raise TransactionStateError(
+            f"transactional id {md.transactional_id!r} found in state {md.state}, which is never a current state"
+        )
+
+    # ================================================================ AddPartitionsToTxn / AddOffsetsToTxn
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """Kafka's handleAddPartitionsToTransaction: one outcome, reported for every partition."""
+        with self._api():
+            tps = list(dict.fromkeys(partitions))
+
+            def respond(error: ErrorCode) -> None:
+                callback({tp: error for tp in tps})
+
+            if not self._active:
+                self._reply(respond, ErrorCode.not_coordinator)
+                return
+            answer = self._deferred(respond, ErrorCode.not_coordinator)
+            self._add_partitions(transactional_id, producer_id, producer_epoch, tps, answer)
+
+    def add_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets_partition: TopicPartition,
+        callback: Callable[[ErrorCode], None],
+    ) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the
+        transaction, so that the transactional offset commit gets its marker."""
+        with self._api():
+            if not self._active:
+                self._reply(callback, ErrorCode.not_coordinator)
+                return
+            answer = self._deferred(callback, ErrorCode.not_coordinator)
+            self._add_partitions(transactional_id, producer_id, producer_epoch, [offsets_partition], answer)
+
+    def _add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        done: Callable[[ErrorCode], None],
+    ) -> None:
+        if not transactional_id:
+            done(ErrorCode.invalid_request)
+            return
+        md = self._state.get(transactional_id)
+        if md is None or md.producer_id != producer_id or md.producer_epoch == NO_PRODUCER_EPOCH:
+            # (Epoch -1: the id's first InitProducerId never became durable, so
+            # this producer id was never handed out.  Kafka would fail the
+            # prepare with an exception, i.e. UNKNOWN_SERVER_ERROR.)
+            done(ErrorCode.invalid_producer_id_mapping)
+        elif md.producer_epoch != producer_epoch:
+            done(ErrorCode.producer_fenced)
+        elif md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            done(ErrorCode.concurrent_transactions)
+        elif md.state is S.ONGOING and md.topic_partitions.issuperset(partitions):
+            # Already in the transaction: nothing to write.
+            done(ErrorCode.none)
+        else:
+            transit = md.prepare_add_partitions(partitions, self._now())
+            self._state.append_transaction_to_log(transactional_id, transit, done)
+
+    # ================================================================ produce-path verification
+
+    def partition_in_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> ErrorCode:
+        """May a transactional batch of this producer be appended to (topic, partition)?
+
+        KIP-890 part 1: Kafka's handleVerifyPartitionsInTransaction (the
+        AddPartitionsToTxn v4 ``verifyOnly`` check) as the produce path sees
+        it after AddPartitionsToTxnManager's translation:
+
+        * NONE: the id's producer id and epoch match and the partition is in
+          the current transaction;
+        * INVALID_PRODUCER_ID_MAPPING: unknown id, or another producer id;
+        * INVALID_PRODUCER_EPOCH: another epoch (the coordinator's
+          PRODUCER_FENCED; "producers expect INVALID_PRODUCER_EPOCH here");
+        * CONCURRENT_TRANSACTIONS: the transaction is completing (the produce
+          handler turns it into the retriable NOT_ENOUGH_REPLICAS, as Kafka's
+          ReplicaManager does);
+        * INVALID_TXN_STATE: the partition is not in the transaction (Kafka
+          3.x; 4.x says TRANSACTION_ABORTABLE to clients that know it);
+        * NOT_COORDINATOR after shutdown, INVALID_REQUEST for an empty id.
+
+        The pending state is not checked (Kafka's final check is the append).
+        """
+        if not self._active:
+            return ErrorCode.not_coordinator
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        md = self._state.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if md.producer_epoch != producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if (topic, partition) in md.topic_partitions:
+            return ErrorCode.none
+        return ErrorCode.invalid_txn_state
+
+    # ================================================================ EndTxn
+
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        callback: Callable[[ErrorCode], None],
+    ) -> None:
+        """Kafka's handleEndTransaction: answered once the Prepare record is durable."""
+        with self._api():
+            if not self._active:
+                self._reply(callback, ErrorCode.not_coordinator)
+                return
+            answer = self._deferred(callback, ErrorCode.not_coordinator)
+            self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True, done=answer)
+
+    def _end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        from_client: bool,
+        done: Callable[[ErrorCode], None],
+    ) -> None:
+        if not transactional_id:
+            done(ErrorCode.invalid_request)
+            return
+        md = self._state.get(transactional_id)
+        if md is None:
+            done(ErrorCode.invalid_producer_id_mapping)
+            return
+        is_epoch_fence = md.pending_state is S.PREPARE_EPOCH_FENCE
+        result = self._prepare_end_transaction(md, producer_id, producer_epoch, commit, from_client)
+        if isinstance(result, ErrorCode):
+            if md.pending_state is S.PREPARE_EPOCH_FENCE:
+                md.pending_state = None  # never leave a fence dangling
+            done(result)
+            return
+        transit = result
+
+        def on_appended(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                if is_epoch_fence and self._state.get(transactional_id) is md:
+                    # The bumped epoch stays in memory (the old producer stays
+                    # fenced); the next fence must not bump again.
+                    md.has_failed_epoch_fence = True
+                    log.warning("persisting the epoch fence of transactional id %r failed (%s); epoch %d kept "
+                                "in memory only", transactional_id, error.name, transit.producer_epoch)
+                done(error)
+                return
+            self._on_prepare_persisted(transactional_id, md, producer_id, producer_epoch, commit, done)
+
+        self._state.append_transaction_to_log(transactional_id, transit, on_appended)
+
+    def _prepare_end_transaction(
+        self, md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, from_client: bool
+    ) -> TxnTransitMetadata | ErrorCode:
+        if md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        # TV0: clients must present the current epoch; internal aborts carry the fenced (higher) one.
+        if (from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
+            return ErrorCode.producer_fenced
+        if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
+            return ErrorCode.concurrent_transactions
+        state = md.state
+        if state is S.ONGOING:
+            if not commit and md.pending_state is S.PREPARE_EPOCH_FENCE:
+                return md.prepare_abort_after_epoch_fence(producer_epoch, self._now())
+            return md.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self._now())
+        if state is S.COMPLETE_COMMIT:
+            return ErrorCode.none if commit else self._invalid_end_state(md, commit)
+        if state is S.COMPLETE_ABORT:
+            return ErrorCode.none if not commit else self._invalid_end_state(md, commit)
+        if state is S.PREPARE_COMMIT:
+            return ErrorCode.concurrent_transactions if commit else self._invalid_end_state(md, commit)
+        if state is S.PREPARE_ABORT:
+            return ErrorCode.concurrent_transactions if not commit else self._invalid_end_state(md, commit)
+        if state is S.EMPTY:
+            return self._invalid_end_state(md, commit)
+        raise TransactionStateError(
+            f"transactional id {md.transactional_id!r} found in state {state}, which is never a current state"
+        )
+
+    @staticmethod
+    def _invalid_end_state(md: TransactionMetadata, commit: bool) -> ErrorCode:
+        log.debug("transactional id %r is %s but was asked to %s", md.transactional_id, md.state,
+                  "commit" if commit else "abort")
+        return ErrorCode.invalid_txn_state
+
+    def _on_prepare_persisted(
+        self,
+        transactional_id: str,
+        md: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        done: Callable[[ErrorCode], None],
+    ) -> None:
+        """The Prepare record is durable: answer, then write the markers."""
+        if md.producer_id != producer_id:
+            done(ErrorCode.invalid_producer_id_mapping)
+        elif md.producer_epoch != producer_epoch:
+            done(ErrorCode.producer_fenced)
+        elif md.pending_transition_in_progress:
+            done(ErrorCode.concurrent_transactions)
+        elif md.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            transit = md.prepare_complete(self._now())
+            done(ErrorCode.none)
+            self._then(lambda: self._start_markers(transactional_id, md, transit, commit))
+        else:
+            done(self._invalid_end_state(md, commit))
+
+    # ================================================================ markers and completion
+
+    def _start_markers(self, transactional_id: str, md: TransactionMetadata, transit: TxnTransitMetadata,
+                       commit: bool) -> None:
+        if not self._active or self._state.get(transactional_id) is not md:
+            return
+        pending = _PendingCompletion(transactional_id, md, transit, commit)
+        previous = self._pending_markers.get(transactional_id)
+        if previous is not None:
+            log.info("replacing pending markers of transactional id %r", transactional_id)
+        self._pending_markers[transactional_id] = pending
+        self._timers.cancel(("markers", transactional_id))
+        self._send_markers(pending)
+
+    def _send_markers(self, pending: _PendingCompletion) -> None:
+        md = pending.metadata
+        partitions = frozenset(md.topic_partitions)
+        if not partitions:
+            self._maybe_write_completion(pending)
+            return
+        log.debug("writing %s markers of transactional id %r (producer %d epoch %d) to %s",
+                  "COMMIT" if pending.commit else "ABORT", pending.transactional_id, md.producer_id,
+                  md.producer_epoch, sorted(partitions))
+        self._markers.write_markers(
+            md.producer_id,
+            md.producer_epoch,
+            self._coordinator_epoch,
+            pending.commit,
+            partitions,
+            lambda results: self._guarded(lambda: self._on_markers_written(pending, partitions, results)),
+        )
+
+    def _on_markers_written(
+        self,
+        pending: _PendingCompletion,
+        sent: frozenset[TopicPartition],
+        results: dict[TopicPartition, ErrorCode],
+    ) -> None:
+        tid = pending.transactional_id
+        if not self._active or self._pending_markers.get(tid) is not pending:
+            return  # cancelled (reload, shutdown)
+        md = pending.metadata
+        if self._state.get(tid) is not md:
+            del self._pending_markers[tid]
+            return
+        retry: list[TopicPartition] = []
+        obsolete: ErrorCode | None = None
+        for tp in sorted(sent):
+            error = results.get(tp)
+            if error is None:
+                log.warning("marker outcome for %s of transactional id %r missing; retrying it", tp, tid)
+                retry.append(tp)
+            elif error in _MARKER_DONE:
+                if error is not ErrorCode.none:
+                    log.info("marker for %s of transactional id %r: %s; the partition no longer needs it",
+                             tp, tid, error.name)
+                md.remove_partition(tp)
+            elif error in _MARKER_OBSOLETE:
+                obsolete = error
+            else:
+                log.info("marker for %s of transactional id %r failed: %s; retrying", tp, tid, error.name)
+                retry.append(tp)
+        if obsolete is not None:
+            # Kafka's TransactionMarkerRequestCompletionHandler: the markers are
+            # obsolete; stop sending (a reload of the partition completes it).
+            log.error("markers of transactional id %r failed permanently (%s); no more markers are sent",
+                      tid, obsolete.name)
+            del self._pending_markers[tid]
+            return
+        if retry:
+            self._timers.set(("markers", tid), self._now() + MARKER_RETRY_BACKOFF_MS)
+            return
+        self._maybe_write_completion(pending)
+
+    def _maybe_write_completion(self, pending: _PendingCompletion) -> None:
+        if pending.metadata.topic_partitions:
+            return
+        tid = pending.transactional_id
+        if self._pending_markers.get(tid) is pending:
+            del self._pending_markers[tid]
+        self._append_completion(pending)
+
+    def _append_completion(self, pending: _PendingCompletion) -> None:
+        """Append the Complete record; retried until it is durable.
+
+        Kafka retries COORDINATOR_NOT_AVAILABLE and gives up on NOT_COORDINATOR
+        (the broker that loads the partition next rolls the transaction
+        forward).  A single node has no such successor: as long as the cache
+        still holds this metadata we keep retrying every error (a reload of
+        the partition replaces the metadata and takes over).
+        """
+        tid = pending.transactional_id
+        if not self._active or self._state.get(tid) is not pending.metadata:
+            return
+
+        def on_appended(error: ErrorCode) -> None:
+            if error is ErrorCode.none:
+                log.debug("completed the transaction of transactional id %r: %s", tid, pending.transit.txn_state)
+                return
+            if self._state.get(tid) is not pending.metadata:
+                log.info("transactional id %r was reloaded while appending %s; the load completes it",
+                         tid, pending.transit.txn_state)
+                return
+            level = logging.INFO if error is ErrorCode.coordinator_not_available else logging.WARNING
+            log.log(level, "appending %s for transactional id %r failed (%s); retrying",
+                    pending.transit.txn_state, tid, error.name)
+            self._completion_retries[tid] = pending
+            self._timers.set(("complete", tid), self._now() + COMPLETION_RETRY_BACKOFF_MS)
+
+        self._state.append_transaction_to_log(tid, pending.transit, on_appended, retry_on_error=lambda error: True)
+
+    # ================================================================ KIP-664
+
+    def describe_transactions(self, transactional_ids: list[str]) -> list[TransactionDescription]:
+        """Kafka's handleDescribeTransactions, for each id in order."""
+        out: list[TransactionDescription] = []
+        for tid in transactional_ids:
+            if not self._active:
+                out.append(TransactionDescription(tid, ErrorCode.coordinator_not_available))
+                continue
+            if not tid:
+                out.append(TransactionDescription(tid, ErrorCode.invalid_request))
+                continue
+            md = self._state.get(tid)
+            if md is None or md.state is S.DEAD:
+                out.append(TransactionDescription(tid, ErrorCode.transactional_id_not_found))
+                continue
+            out.append(
+                TransactionDescription(
+                    transactional_id=tid,
+                    error=ErrorCode.none,
+                    state=md.state.kafka_name,
+                    producer_id=md.producer_id,
+                    producer_epoch=md.producer_epoch,
+                    timeout_ms=md.txn_timeout_ms,
+                    start_timestamp_ms=md.txn_start_timestamp,
+                    partitions=tuple(sorted(md.topic_partitions)),
+                )
+            )
+        return out
+
+    def list_transactions(
+        self,
+        states: set[str] | None,
+        producer_ids: set[int] | None,
+        duration_filter_ms: int = -1,
+    ) -> ListTransactionsResult:
+        """Kafka's handleListTransactions.  Empty/None filters select everything;
+        state names are Kafka's (case-sensitive); ``duration_filter_ms`` >= 0
+        keeps transactions started more than that long ago (KIP-994; Empty ids,
+        whose start is -1, always pass it, as in Kafka)."""
+        if not self._active:
+            return ListTransactionsResult(error=ErrorCode.coordinator_not_available)
+        listings, unknown = self._state.list_transaction_states(producer_ids, states, duration_filter_ms, self._now())
+        return ListTransactionsResult(listings, unknown_state_filters=unknown)
+
+    # ================================================================ timers
+
+    def tick(self) -> None:
+        """Run due timers: timeout aborts, id expiration, marker and completion retries."""
+        if not self._active:
+            return
+        with self._api():
+            now = self._now()
+            while self._active:
+                key = self._timers.pop_due(now)
+                if key is None:
+                    return
+                kind = key[0]
+                if kind == "abort":
+                    self._abort_timed_out_transactions(now)
+                    self._timers.set(_ABORT_KEY, now + self._abort_interval_ms)
+                elif kind == "expire":
+                    self._state.remove_expired_transactional_ids(now)
+                    self._timers.set(_EXPIRE_KEY, now + self._expire_interval_ms)
+                elif kind == "markers":
+                    pending = self._pending_markers.get(key[1])
+                    if pending is not None and self._state.get(key[1]) is pending.metadata:
+                        self._send_markers(pending)
+                elif kind == "complete":
+                    pending = self._completion_retries.pop(key[1], None)
+                    if pending is not None:
+                        self._append_completion(pending)
+                else:
+                    raise RuntimeError(f"unknown timer {key!r}")
+
+    def next_deadline_ms(self) -> int | None:
+        return self._timers.next_deadline() if self._active else None
+
+    def _abort_timed_out_transactions(self, now: int) -> None:
+        """Kafka's abortTimedOutTransactions: fence the epoch, then abort."""
+        for md in self._state.timed_out_transactions(now):
+            if md.pending_transition_in_progress:
+                continue
+            tid = md.transactional_id
+            log.info("aborting transaction of transactional id %r (producer %d epoch %d): open for %d ms, "
+                     "timeout %d ms", tid, md.producer_id, md.producer_epoch, now - md.txn_start_timestamp,
+                     md.txn_timeout_ms)
+            fence = md.prepare_fence_producer_epoch()
+            self._end_transaction(tid, fence.producer_id, fence.producer_epoch, commit=False, from_client=False,
+                                  done=lambda error, tid=tid: self._on_timeout_abort_done(tid, error))
+
+    @staticmethod
+    def _on_timeout_abort_done(transactional_id: str, error: ErrorCode) -> None:
+        if error is ErrorCode.none:
+            log.info("rolled back the timed-out transaction of transactional id %r", transactional_id)
+        elif error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced,
+                       ErrorCode.concurrent_transactions):
+            log.debug("rollback of the timed-out transaction of %r cancelled: %s", transactional_id, error.name)
+        else:
+            log.warning("rollback of the timed-out transaction of %r failed: %s", transactional_id, error.name)
+
+    # ================================================================ shutdown
+
+    def shutdown(self) -> None:
+        """Answer every waiting request NOT_COORDINATOR and stop; nothing is called afterwards."""
+        with self._api():
+            if not self._active:
+                return
+            self._active = False
+            inflight = list(self._inflight.values())
+            self._inflight.clear()
+            for answer in inflight:
+                answer()
+            self._state.shutdown()
+            self._timers.clear()
+            self._pending_markers.clear()
+            self._completion_retries.clear()

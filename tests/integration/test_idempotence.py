@@ -1,0 +1,92 @@
+"""Idempotent produce at the protocol level: a retried batch whose first ack was lost is
+not written twice; a sequence gap is refused; a zombie epoch is refused."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.static.primitive import i32Timedelta
+
+from onceflow.records.builder import build_batch
+from tests.conftest import BrokerProcess
+from tests.integration.test_bad_input import end_offset, partition_error, produce_request
+from tests.integration.test_produce_fetch import make_topic
+from tests.integration.test_transactions import read_all
+from tests.wire import WireClient
+
+
+def init_producer_id(client: WireClient) -> tuple[int, int]:
+    response = client.request(InitProducerIdRequest(transactional_id=None,
+                                                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                                                    producer_id=-1, producer_epoch=-1))
+    assert response.error_code == ErrorCode.none
+    return response.producer_id, response.producer_epoch
+
+
+def batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
+    return build_batch([(None, v) for v in values], 1_700_000_000_000, producer_id=producer_id, producer_epoch=epoch,
+                       base_sequence=sequence)
+
+
+def base_offset(response: object) -> int:
+    return response.responses[0].partition_responses[0].base_offset  # type: ignore[attr-defined]
+
+
+def test_a_replayed_batch_is_acknowledged_once_and_stored_once(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "idempotent")
+    with WireClient(bs) as client:
+        pid, epoch = init_producer_id(client)
+        first = batch(pid, epoch, 0, [b"a", b"b", b"c"])
+        r1 = client.request(produce_request("idempotent", first))
+        assert (partition_error(r1), base_offset(r1)) == (ErrorCode.none, 0)
+        # The ack was "lost": the producer sends the very same request again.
+        r2 = client.request(produce_request("idempotent", first))
+        assert (partition_error(r2), base_offset(r2)) == (ErrorCode.none, 0), "the original offset, not a second copy"
+        assert end_offset(client, "idempotent") == 3
+
+        second = batch(pid, epoch, 3, [b"d"])
+        assert base_offset(client.request(produce_request("idempotent", second))) == 3
+        # A duplicate of an older retained batch is recognised too.
+        assert base_offset(client.request(produce_request("idempotent", first))) == 0
+
+        gap = batch(pid, epoch, 10, [b"x"])
+        assert partition_error(client.request(produce_request("idempotent", gap))) == ErrorCode.out_of_order_sequence_number
+        assert end_offset(client, "idempotent") == 4
+
+        # A newer producer id is unrelated; an older epoch of ours is refused.
+        pid2, epoch2 = init_producer_id(client)
+        assert pid2 != pid
+        stale = batch(pid, epoch - 1, 4, [b"stale"]) if epoch > 0 else None
+        if stale is not None:
+            assert partition_error(client.request(produce_request("idempotent", stale))) == ErrorCode.invalid_producer_epoch
+    assert read_all(bs, "idempotent", [0], "read_uncommitted") == [b"a", b"b", b"c", b"d"]
+
+
+def test_producer_ids_are_never_reused_across_restarts(broker_process: BrokerProcess) -> None:
+    with WireClient(broker_process.bootstrap_servers) as client:
+        before = {init_producer_id(client)[0] for _ in range(5)}
+    broker_process.kill()
+    broker_process.start()
+    with WireClient(broker_process.bootstrap_servers) as client:
+        after = {init_producer_id(client)[0] for _ in range(5)}
+    assert not before & after
+
+
+def test_producer_state_survives_a_crash(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "idem-crash")
+    with WireClient(bs) as client:
+        pid, epoch = init_producer_id(client)
+        first = batch(pid, epoch, 0, [b"one"])
+        assert base_offset(client.request(produce_request("idem-crash", first))) == 0
+    broker_process.kill()
+    broker_process.start()
+    with WireClient(bs) as client:
+        # The retry after the crash is still recognised: producer state was rebuilt from the log.
+        assert base_offset(client.request(produce_request("idem-crash", first))) == 0
+        assert partition_error(client.request(produce_request("idem-crash", batch(pid, epoch, 5, [b"gap"])))) == \
+            ErrorCode.out_of_order_sequence_number
+        assert base_offset(client.request(produce_request("idem-crash", batch(pid, epoch, 1, [b"two"])))) == 1

@@ -1,0 +1,241 @@
+"""Transactions end to end through confluent-kafka (librdkafka) against the broker process:
+read_committed vs read_uncommitted, the last stable offset, zombie fencing, offsets in
+transactions."""
+
+from __future__ import annotations
+
+import random
+import select
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.conftest import BrokerProcess, wait_for
+from tests.integration.test_produce_fetch import make_topic, produce
+
+TIMEOUT = 30
+
+
+def txn_producer(bootstrap: str, transactional_id: str | None = None, **extra: object) -> Producer:
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "transactional.id": transactional_id or f"txn-{uuid.uuid4()}",
+        "transaction.timeout.ms": 60000,
+        "linger.ms": 1,
+        **extra,
+    })
+    producer.init_transactions(TIMEOUT)
+    return producer
+
+
+def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str) -> list[bytes]:
+    """Everything readable now (up to the high watermark, or the LSO for read_committed),
+    in partition/offset order.
+
+    Reads until librdkafka reports end-of-partition for every partition, so the answer
+    does not depend on timing.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "isolation.level": isolation,
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got: list[tuple[int, int, bytes]] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + TIMEOUT
+    while at_end != set(partitions):
+        assert time.monotonic() < deadline, f"no end-of-partition for {set(partitions) - at_end}"
+        msg = consumer.poll(0.1)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            at_end.add(msg.partition())
+            continue
+        got.append((msg.partition(), msg.offset(), msg.value()))
+        at_end.discard(msg.partition())
+    consumer.close()
+    return [v for _, _, v in sorted(got)]
+
+
+def test_committed_reach_read_committed_aborted_do_not(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "ledger", 3)
+    producer = txn_producer(bs)
+    committed, aborted = [], []
+    for t in range(20):
+        producer.begin_transaction()
+        values = [f"t{t}-r{i}".encode() for i in range(10)]
+        for i, v in enumerate(values):
+            producer.produce("ledger", v, partition=i % 3)
+        if t % 2 == 0:
+            producer.commit_transaction(TIMEOUT)
+            committed += values
+        else:
+            producer.flush(TIMEOUT)
+            producer.abort_transaction(TIMEOUT)
+            aborted += values
+    rc = read_all(bs, "ledger", [0, 1, 2], "read_committed")
+    ru = read_all(bs, "ledger", [0, 1, 2], "read_uncommitted")
+    assert sorted(rc) == sorted(committed), "read_committed delivers exactly the committed records"
+    assert sorted(ru) == sorted(committed + aborted), "read_uncommitted sees both"
+
+
+def test_an_open_transaction_holds_back_later_commits(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "shared", 1)
+    a = txn_producer(bs, "producer-a")
+    b = txn_producer(bs, "producer-b")
+    a.begin_transaction()
+    a.produce("shared", b"a-1", partition=0)
+    a.flush(TIMEOUT)
+    b.begin_transaction()
+    b.produce("shared", b"b-1", partition=0)
+    b.commit_transaction(TIMEOUT)
+    assert read_all(bs, "shared", [0], "read_committed") == [], "b's commit sits behind a's open transaction"
+    assert read_all(bs, "shared", [0], "read_uncommitted") == [b"a-1", b"b-1"]
+    a.commit_transaction(TIMEOUT)
+    assert read_all(bs, "shared", [0], "read_committed") == [b"a-1", b"b-1"]
+
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "lso-probe", "isolation.level": "read_committed"})
+    low, high = consumer.get_watermark_offsets(TopicPartition("shared", 0), timeout=TIMEOUT)
+    consumer.close()
+    assert high == 4, "2 records and 2 markers"
+
+
+def test_the_holdback_ends_with_an_abort_too(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "shared2", 1)
+    a = txn_producer(bs)
+    a.begin_transaction()
+    a.produce("shared2", b"a-1", partition=0)
+    a.flush(TIMEOUT)
+    produce(bs, "shared2", [b"plain"], partition=0)  # a non-transactional write after a's first record
+    assert read_all(bs, "shared2", [0], "read_committed") == []
+    a.abort_transaction(TIMEOUT)
+    assert read_all(bs, "shared2", [0], "read_committed") == [b"plain"]
+
+
+def test_zombie_is_fenced_and_its_records_never_become_visible(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "fenced", 1)
+    zombie = txn_producer(bs, "worker-7")
+    zombie.begin_transaction()
+    zombie.produce("fenced", b"zombie", partition=0)
+    zombie.flush(TIMEOUT)
+    successor = txn_producer(bs, "worker-7")  # bumps the epoch, aborting the zombie's open transaction
+    with pytest.raises(KafkaException) as err:
+        zombie.commit_transaction(TIMEOUT)
+    assert err.value.args[0].fatal() or "fenced" in str(err.value).lower()
+    successor.begin_transaction()
+    successor.produce("fenced", b"successor", partition=0)
+    successor.commit_transaction(TIMEOUT)
+    assert read_all(bs, "fenced", [0], "read_committed") == [b"successor"]
+
+
+def test_offsets_sent_to_a_transaction_follow_its_outcome(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "src", 1)
+    make_topic(bs, "dst", 1)
+    produce(bs, "src", [f"in-{i}".encode() for i in range(10)], partition=0)
+    group = "transformers"
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("src", 0, OFFSET_BEGINNING)])
+    msgs = []
+    while len(msgs) < 10:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            msgs.append(msg)
+    producer = txn_producer(bs)
+
+    def committed_offset() -> int:
+        return consumer.committed([TopicPartition("src", 0)], timeout=TIMEOUT)[0].offset
+
+    # Aborted: the offsets never become the group's.
+    producer.begin_transaction()
+    producer.produce("dst", b"out-aborted", partition=0)
+    producer.send_offsets_to_transaction([TopicPartition("src", 0, 5)], consumer.consumer_group_metadata(), TIMEOUT)
+    producer.abort_transaction(TIMEOUT)
+    assert committed_offset() < 0
+
+    # Committed: visible once the transaction commits.
+    producer.begin_transaction()
+    producer.produce("dst", b"out-committed", partition=0)
+    producer.send_offsets_to_transaction([TopicPartition("src", 0, 10)], consumer.consumer_group_metadata(), TIMEOUT)
+    producer.commit_transaction(TIMEOUT)
+    wait_for(lambda: committed_offset() == 10, what="the transactional offset commit")
+    assert read_all(bs, "dst", [0], "read_committed") == [b"out-committed"]
+    consumer.close()
+
+
+def test_idempotent_producer_round_trip(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "idem", 2)
+    acked = produce(bs, "idem", [f"i{i}".encode() for i in range(2000)], **{"enable.idempotence": True})
+    assert len(acked) == 2000
+    assert sorted(read_all(bs, "idem", [0, 1], "read_uncommitted")) == sorted(f"i{i}".encode() for i in range(2000))
+
+
+WORKER = str(Path(__file__).with_name("ctp_worker.py"))
+
+
+class Worker:
+    """The consume-transform-produce worker as a child process we can SIGKILL."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, WORKER, bootstrap, "ctp-in", "ctp-out", "ctp-group", "ctp-worker"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return
+                yield line.strip()
+        raise AssertionError("the worker went quiet")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(TIMEOUT)
+
+
+def test_consume_transform_produce_is_exactly_once_across_sigkills(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "ctp-in", 3)
+    make_topic(bs, "ctp-out", 3)
+    inputs = [f"record-{i:05d}".encode() for i in range(3000)]
+    produce(bs, "ctp-in", inputs)
+    rng = random.Random(20261122)
+    phases = ["begin", "produced", "offsets", "committed"]
+    kills = 0
+    for _ in range(5):
+        worker = Worker(bs)
+        phase, skip = rng.choice(phases), rng.randint(0, 4)  # kill at the (skip+1)-th line of that phase
+        for line in worker.lines():
+            if line.startswith(phase):
+                if skip == 0:
+                    worker.kill()
+                    kills += 1
+                    break
+                skip -= 1
+        else:
+            worker.kill()
+    assert kills == 5
+    final = Worker(bs)
+    try:
+        expected = sorted(v.upper() for v in inputs)
+        wait_for(lambda: len(read_all(bs, "ctp-out", [0, 1, 2], "read_committed")) >= len(inputs),
+                 timeout=120, interval=0.5, what="the worker to finish the input")
+    finally:
+        final.kill()
+    output = read_all(bs, "ctp-out", [0, 1, 2], "read_committed")
+    assert sorted(output) == expected, f"{len(output)} outputs for {len(inputs)} inputs: every input exactly once"
