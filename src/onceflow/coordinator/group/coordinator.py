@@ -29,8 +29,9 @@ Immediate errors therefore still arrive before the call returns.  After
 ``shutdown`` nothing is called any more (pending callbacks are answered
 NOT_COORDINATOR by ``shutdown`` itself).
 
-Timers are deadlines in ``_Timers`` (a heap with lazy cancellation); the
-broker calls ``tick`` every few milliseconds and ``tick`` fires the due ones:
+Timers are deadlines in ``onceflow.timers.Timers`` (a heap with lazy
+cancellation); the broker calls ``tick`` every few milliseconds and ``tick``
+fires the due ones:
 
 * ``hb``      a member's session: no heartbeat (or join/sync/commit) before
               it, the member is removed and the group rebalances.  Members
@@ -98,7 +99,6 @@ their KIP.  Kafka outcomes are ``ErrorCode`` values; exceptions are bugs.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import uuid
@@ -111,6 +111,7 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from ...timers import Timers
 from ..partitioning import partition_for
 from . import records as rec
 from .metadata import GroupMetadata, GroupState, MemberMetadata, PendingTxnOffset
@@ -180,55 +181,6 @@ def _map_offset_commit_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
-class _Timers:
-    """Deadlines by key; setting a key again replaces its deadline."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
-        self._live: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (seq, deadline)
-        self._seq = itertools.count()
-
-    def set(self, key: tuple[Any, ...], deadline_ms: int) -> None:
-        seq = next(self._seq)
-        self._live[key] = (seq, deadline_ms)
-        heapq.heappush(self._heap, (deadline_ms, seq, key))
-        if len(self._heap) > 1024 and len(self._heap) > 4 * len(self._live):
-            self._heap = [(d, s, k) for k, (s, d) in self._live.items()]
-            heapq.heapify(self._heap)
-
-    def cancel(self, key: tuple[Any, ...]) -> None:
-        self._live.pop(key, None)
-
-    def deadline(self, key: tuple[Any, ...]) -> int | None:
-        entry = self._live.get(key)
-        return None if entry is None else entry[1]
-
-    def _drop_stale(self) -> None:
-        heap = self._heap
-        while heap:
-            _, seq, key = heap[0]
-            entry = self._live.get(key)
-            if entry is not None and entry[0] == seq:
-                return
-            heapq.heappop(heap)
-
-    def next_deadline(self) -> int | None:
-        self._drop_stale()
-        return self._heap[0][0] if self._heap else None
-
-    def pop_due(self, now_ms: int) -> tuple[Any, ...] | None:
-        self._drop_stale()
-        if not self._heap or self._heap[0][0] > now_ms:
-            return None
-        _, _, key = heapq.heappop(self._heap)
-        del self._live[key]
-        return key
-
-    def clear(self) -> None:
-        self._heap.clear()
-        self._live.clear()
-
-
 @dataclass(frozen=True, slots=True)
 class _DelayedJoin:
     """The pending end of a join phase (Kafka's DelayedJoin / InitialDelayedJoin)."""
@@ -252,7 +204,7 @@ class GroupCoordinator:
         self._store = store
         self._new_suffix = member_id_suffix or (lambda: str(uuid.uuid4()))
         self._groups: dict[str, GroupMetadata] = {}
-        self._timers = _Timers()
+        self._timers = Timers()
         self._delayed_joins: dict[str, _DelayedJoin] = {}
         self._sync_generations: dict[str, int] = {}
         self._outbox: deque[tuple[Callable[[Any], None], Any]] = deque()

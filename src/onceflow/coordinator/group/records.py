@@ -21,7 +21,8 @@ UTF-8 bytes (-1: null), byte arrays an int32 length.  We write the highest
 *non-flexible* versions, as Kafka 3.x/4.x does (OffsetCommitValue v3,
 GroupMetadataValue v3), so Kafka's own tools can read our log and we can
 read theirs.  Decoding accepts every version Kafka defines, including the
-flexible v4 values of KIP-915 (compact strings and tagged fields).
+flexible v4 values of KIP-915 (compact strings and tagged fields).  The
+primitive types are read and written by ``coordinator.serde``.
 
 A key of a version we do not know decodes to ``UnknownKey`` (the loader logs
 and skips it, as Kafka does: it could be a leftover of an aborted upgrade).
@@ -30,8 +31,9 @@ Malformed bytes raise ``RecordDecodeError``.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from ..serde import Reader, RecordDecodeError, Writer
 
 __all__ = [
     "RecordDecodeError",
@@ -54,13 +56,6 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
-
-_MAX_STRING_BYTES = 0x7FFF
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a valid ``__consumer_offsets`` key or value."""
-
 
 # ---------------------------------------------------------------- dataclasses
 
@@ -119,43 +114,8 @@ class GroupMetadataValue:
 # ------------------------------------------------------------------- writing
 
 
-class _Writer:
-    __slots__ = ("_parts",)
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-
-    def int16(self, v: int) -> None:
-        self._parts.append(struct.pack(">h", v))
-
-    def int32(self, v: int) -> None:
-        self._parts.append(struct.pack(">i", v))
-
-    def int64(self, v: int) -> None:
-        self._parts.append(struct.pack(">q", v))
-
-    def string(self, v: str | None, nullable: bool = False) -> None:
-        if v is None:
-            if not nullable:
-                raise ValueError("null string in a non-nullable field")
-            self.int16(-1)
-            return
-        data = v.encode("utf-8")
-        if len(data) > _MAX_STRING_BYTES:
-            raise ValueError(f"string of {len(data)} bytes is longer than {_MAX_STRING_BYTES}")
-        self.int16(len(data))
-        self._parts.append(data)
-
-    def bytes_(self, v: bytes) -> None:
-        self.int32(len(v))
-        self._parts.append(bytes(v))
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
-
-
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.int16(OFFSET_COMMIT_KEY_VERSION)
     w.string(key.group)
     w.string(key.topic)
@@ -164,7 +124,7 @@ def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.int16(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
     return w.getvalue()
@@ -172,7 +132,7 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     """Version 3: offset, leader epoch, metadata, commit timestamp."""
-    w = _Writer()
+    w = Writer()
     w.int16(OFFSET_COMMIT_VALUE_VERSION)
     w.int64(value.offset)
     w.int32(value.leader_epoch)
@@ -183,7 +143,7 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     """Version 3 (group instance ids of KIP-345 included)."""
-    w = _Writer()
+    w = Writer()
     w.int16(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.int32(value.generation)
@@ -206,88 +166,8 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # ------------------------------------------------------------------- reading
 
 
-class _Reader:
-    """Reads Kafka's primitive types; ``flexible`` switches to compact forms."""
-
-    __slots__ = ("_buf", "_pos", "flexible")
-
-    def __init__(self, buf: bytes) -> None:
-        self._buf = memoryview(bytes(buf))
-        self._pos = 0
-        self.flexible = False
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self._pos + n > len(self._buf):
-            raise RecordDecodeError(f"truncated record: wanted {n} bytes at {self._pos} of {len(self._buf)}")
-        out = self._buf[self._pos : self._pos + n]
-        self._pos += n
-        return out
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self._take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self._take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self._take(8))[0]
-
-    def uvarint(self) -> int:
-        result = 0
-        shift = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise RecordDecodeError("unsigned varint longer than 5 bytes")
-
-    def _length(self, wide: bool) -> int:
-        """A length prefix; -1 means null."""
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self._length(wide=False)
-        if n < 0:
-            if nullable and n == -1:
-                return None
-            raise RecordDecodeError("null or negative-length string in a non-nullable field")
-        try:
-            return bytes(self._take(n)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordDecodeError(f"invalid UTF-8 in string: {exc}") from None
-
-    def required_string(self) -> str:
-        s = self.string()
-        assert s is not None
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self._length(wide=True)
-        if n < 0:
-            raise RecordDecodeError("null bytes in a non-nullable field")
-        return bytes(self._take(n))
-
-    def array_length(self) -> int:
-        n = self._length(wide=True)
-        if n < 0:
-            raise RecordDecodeError("null array in a non-nullable field")
-        return n
-
-    def skip_tagged_fields(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.required_string(), r.required_string(), r.int32())
@@ -300,7 +180,7 @@ def decode_offset_commit_value(data: bytes | None) -> OffsetCommitValue | None:
     """Versions 0-4; ``None`` (a tombstone) decodes to ``None``."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordDecodeError(f"unknown offset commit value version {version}")
@@ -318,7 +198,7 @@ def decode_group_metadata_value(data: bytes | None) -> GroupMetadataValue | None
     """Versions 0-4; ``None`` (a tombstone) decodes to ``None``."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordDecodeError(f"unknown group metadata value version {version}")
@@ -329,15 +209,15 @@ def decode_group_metadata_value(data: bytes | None) -> GroupMetadataValue | None
     leader = r.string(nullable=True)
     current_state_timestamp = r.int64() if version >= 2 else -1
     members = []
-    for _ in range(r.array_length()):
+    for _ in range(r.required_array_length()):
         member_id = r.required_string()
         group_instance_id = r.string(nullable=True) if version >= 3 else None
         client_id = r.required_string()
         client_host = r.required_string()
         rebalance_timeout = r.int32() if version >= 1 else None
         session_timeout = r.int32()
-        subscription = r.bytes_()
-        assignment = r.bytes_()
+        subscription = r.required_bytes()
+        assignment = r.required_bytes()
         r.skip_tagged_fields()
         members.append(
             MemberMetadataValue(

@@ -46,8 +46,8 @@ answered before its markers are sent, as Kafka does).  After ``shutdown``
 nothing is called any more: pending callbacks are answered NOT_COORDINATOR
 by ``shutdown`` itself.
 
-Timers are deadlines in ``_Timers``; the broker calls ``tick`` every few
-milliseconds (``next_deadline_ms`` says when it must):
+Timers are deadlines in ``onceflow.timers.Timers``; the broker calls
+``tick`` every few milliseconds (``next_deadline_ms`` says when it must):
 
 * ``abort``    every transaction.abort.timed.out.transaction.cleanup.interval.ms:
                Ongoing transactions open longer than their timeout are aborted
@@ -70,7 +70,6 @@ bugs.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 from collections import deque
@@ -82,6 +81,7 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from ...timers import Timers
 from .metadata import (
     TransactionMetadata,
     TransactionState,
@@ -131,55 +131,6 @@ _MARKER_OBSOLETE = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transa
 InitProducerIdCallback = Callable[[ErrorCode, int, int], None]
 
 
-class _Timers:
-    """Deadlines by key; setting a key again replaces its deadline."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
-        self._live: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (seq, deadline)
-        self._seq = itertools.count()
-
-    def set(self, key: tuple[Any, ...], deadline_ms: int) -> None:
-        seq = next(self._seq)
-        self._live[key] = (seq, deadline_ms)
-        heapq.heappush(self._heap, (deadline_ms, seq, key))
-        if len(self._heap) > 1024 and len(self._heap) > 4 * len(self._live):
-            self._heap = [(d, s, k) for k, (s, d) in self._live.items()]
-            heapq.heapify(self._heap)
-
-    def cancel(self, key: tuple[Any, ...]) -> None:
-        self._live.pop(key, None)
-
-    def deadline(self, key: tuple[Any, ...]) -> int | None:
-        entry = self._live.get(key)
-        return None if entry is None else entry[1]
-
-    def _drop_stale(self) -> None:
-        heap = self._heap
-        while heap:
-            _, seq, key = heap[0]
-            entry = self._live.get(key)
-            if entry is not None and entry[0] == seq:
-                return
-            heapq.heappop(heap)
-
-    def next_deadline(self) -> int | None:
-        self._drop_stale()
-        return self._heap[0][0] if self._heap else None
-
-    def pop_due(self, now_ms: int) -> tuple[Any, ...] | None:
-        self._drop_stale()
-        if not self._heap or self._heap[0][0] > now_ms:
-            return None
-        _, _, key = heapq.heappop(self._heap)
-        del self._live[key]
-        return key
-
-    def clear(self) -> None:
-        self._heap.clear()
-        self._live.clear()
-
-
 @dataclass(eq=False)
 class _PendingCompletion:
     """A transaction whose Prepare record is durable, on its way to Complete
@@ -209,7 +160,7 @@ class TransactionCoordinator:
         self._markers = markers
         self._coordinator_epoch = coordinator_epoch
         self._state = TransactionStateManager(config, clock, store, guard=self._guarded)
-        self._timers = _Timers()
+        self._timers = Timers()
         self._outbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
         self._flushing = False
         self._active = True

@@ -23,7 +23,8 @@ and arrays (unsigned-varint length + 1, 0 = null) and tagged fields after
 every struct -- at the end of the value: 0 PreviousProducerId (int64),
 1 NextProducerId (int64), 2 ClientTransactionVersion (int16).  Decoding
 reads both versions (unknown tags are skipped); ``encode_value`` can write
-version 1 too, for tests and tools.
+version 1 too, for tests and tools.  The primitive types are read and
+written by ``coordinator.serde``.
 
 A key of an unknown version decodes to ``UnknownKey`` (the loader logs and
 skips it, as Kafka does: it could be a leftover of an aborted upgrade).
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from ..serde import Reader, RecordDecodeError, Writer
 
 __all__ = [
     "KEY_VERSION",
@@ -54,15 +57,9 @@ KEY_VERSION = 0
 VALUE_VERSION = 0
 _HIGHEST_VALUE_VERSION = 1
 
-_MAX_STRING_BYTES = 0x7FFF
-
 _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that are not a valid ``__transaction_state`` key or value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,74 +94,8 @@ class TransactionLogValue:
 # ------------------------------------------------------------------- writing
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0:
-        raise ValueError("unsigned varint of a negative number")
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-class _Writer:
-    __slots__ = ("_parts", "flexible")
-
-    def __init__(self, flexible: bool = False) -> None:
-        self._parts: list[bytes] = []
-        self.flexible = flexible
-
-    def raw(self, data: bytes) -> None:
-        self._parts.append(data)
-
-    def int8(self, v: int) -> None:
-        self._parts.append(struct.pack(">b", v))
-
-    def int16(self, v: int) -> None:
-        self._parts.append(struct.pack(">h", v))
-
-    def int32(self, v: int) -> None:
-        self._parts.append(struct.pack(">i", v))
-
-    def int64(self, v: int) -> None:
-        self._parts.append(struct.pack(">q", v))
-
-    def string(self, v: str) -> None:
-        data = v.encode("utf-8")
-        if len(data) > _MAX_STRING_BYTES:
-            raise ValueError(f"string of {len(data)} bytes is longer than {_MAX_STRING_BYTES}")
-        if self.flexible:
-            self._parts.append(_uvarint(len(data) + 1))
-        else:
-            self.int16(len(data))
-        self._parts.append(data)
-
-    def array_length(self, n: int | None) -> None:
-        """An array's count (None: the null array)."""
-        if self.flexible:
-            self._parts.append(_uvarint(0 if n is None else n + 1))
-        else:
-            self.int32(-1 if n is None else n)
-
-    def tagged_fields(self, fields: list[tuple[int, bytes]]) -> None:
-        if not self.flexible:
-            return
-        self._parts.append(_uvarint(len(fields)))
-        for tag, data in sorted(fields):
-            self._parts.append(_uvarint(tag))
-            self._parts.append(_uvarint(len(data)))
-            self._parts.append(data)
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
-
-
 def encode_key(transactional_id: str) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.int16(KEY_VERSION)
     w.string(transactional_id)
     return w.getvalue()
@@ -174,7 +105,7 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
     """Version 0 (what the coordinator writes) or 1 (flexible)."""
     if version not in (0, 1):
         raise ValueError(f"cannot write transaction log value version {version}")
-    w = _Writer(flexible=version >= 1)
+    w = Writer(flexible=version >= 1)
     w.int16(version)
     w.int64(value.producer_id)
     w.int16(value.producer_epoch)
@@ -206,79 +137,12 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
 # ------------------------------------------------------------------- reading
 
 
-class _Reader:
-    __slots__ = ("_buf", "_pos", "flexible")
-
-    def __init__(self, buf: bytes) -> None:
-        self._buf = memoryview(bytes(buf))
-        self._pos = 0
-        self.flexible = False
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self._pos + n > len(self._buf):
-            raise RecordDecodeError(f"truncated record: wanted {n} bytes at {self._pos} of {len(self._buf)}")
-        out = bytes(self._buf[self._pos : self._pos + n])
-        self._pos += n
-        return out
-
-    def int8(self) -> int:
-        return struct.unpack(">b", self.take(1))[0]
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self.take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
-
-    def int64(self) -> int:
-        return struct.unpack(">q", self.take(8))[0]
-
-    def uvarint(self) -> int:
-        result = 0
-        shift = 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise RecordDecodeError("unsigned varint longer than 5 bytes")
-
-    def string(self) -> str:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            raise RecordDecodeError("null string in a non-nullable field")
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordDecodeError(f"invalid UTF-8 in string: {exc}") from None
-
-    def array_length(self) -> int | None:
-        """An array's count; None for the null array."""
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n == -1:
-            return None
-        if n < 0:
-            raise RecordDecodeError(f"negative array length {n}")
-        return n
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        if not self.flexible:
-            return {}
-        fields: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            fields[tag] = self.take(self.uvarint())
-        return fields
-
-
 def decode_key(data: bytes) -> TransactionLogKey | UnknownKey:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if version != KEY_VERSION:
         return UnknownKey(version)
-    return TransactionLogKey(r.string())
+    return TransactionLogKey(r.required_string())
 
 
 def _tag_int(fields: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
@@ -294,7 +158,7 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     """Versions 0-1; ``None`` (a tombstone) decodes to ``None``."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = Reader(data)
     version = r.int16()
     if not 0 <= version <= _HIGHEST_VALUE_VERSION:
         raise RecordDecodeError(f"unknown transaction log value version {version}")
@@ -303,19 +167,19 @@ def decode_value(data: bytes | None) -> TransactionLogValue | None:
     producer_epoch = r.int16()
     timeout_ms = r.int32()
     status = r.int8()
-    n = r.array_length()
+    n = r.array_length(nullable=True)
     partitions: tuple[tuple[str, tuple[int, ...]], ...] | None
     if n is None:
         partitions = None
     else:
         entries = []
         for _ in range(n):
-            topic = r.string()
-            count = r.array_length()
+            topic = r.required_string()
+            count = r.array_length(nullable=True)
             if count is None:
                 raise RecordDecodeError("null partition id array")
             entries.append((topic, tuple(r.int32() for _ in range(count))))
-            r.tagged_fields()
+            r.skip_tagged_fields()
         partitions = tuple(entries)
     last_update = r.int64()
     start = r.int64()
