@@ -239,3 +239,33 @@ def test_consume_transform_produce_is_exactly_once_across_sigkills(broker_proces
         final.kill()
     output = read_all(bs, "ctp-out", [0, 1, 2], "read_committed")
     assert sorted(output) == expected, f"{len(output)} outputs for {len(inputs)} inputs: every input exactly once"
+
+
+def test_offset_fetch_require_stable_sees_pending_transactional_offsets(broker_process: BrokerProcess) -> None:
+    """KIP-447: while a transaction holds offsets for a group, OffsetFetch with require_stable
+    answers UNSTABLE_OFFSET_COMMIT for those partitions; without it, the last stable commit."""
+    from kio.schema.errors import ErrorCode
+    from kio.schema.offset_fetch.v7 import request as fetch7
+
+    from tests.wire import WireClient
+
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "stable-src", 1)
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "stable-group", "enable.auto.commit": False})
+    producer = txn_producer(bs)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition("stable-src", 0, 7)], consumer.consumer_group_metadata(), TIMEOUT)
+
+    def offset_fetch(require_stable: bool) -> tuple[ErrorCode, int]:
+        with WireClient(bs) as client:
+            response = client.request(fetch7.OffsetFetchRequest(
+                group_id="stable-group", require_stable=require_stable,
+                topics=(fetch7.OffsetFetchRequestTopic(name="stable-src", partition_indexes=(0,)),)))
+        partition = response.topics[0].partitions[0]
+        return partition.error_code, partition.committed_offset
+
+    assert offset_fetch(True) == (ErrorCode.unstable_offset_commit, -1)
+    assert offset_fetch(False) == (ErrorCode.none, -1)
+    producer.commit_transaction(TIMEOUT)
+    wait_for(lambda: offset_fetch(True) == (ErrorCode.none, 7), what="the committed offset to become stable")
+    consumer.close()
