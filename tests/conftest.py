@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -47,6 +48,8 @@ class BrokerProcess:
         self.port = free_port()
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[str] | None = None
+        #: Extra environment for the next start (e.g. ONCEFLOW_FAULT for crash points).
+        self.env: dict[str, str] = {}
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
 
     @property
@@ -59,7 +62,7 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             cmd += ["-o", f"{key}={value}"]
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **self.env})
         assert self.proc.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT_S
         line = ""
@@ -82,6 +85,13 @@ class BrokerProcess:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
         self.proc = None
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        """Wait for the process to end by itself (a crash point); returns its exit status."""
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
 
     def stop(self) -> int:
         """SIGTERM and wait: a clean shutdown."""

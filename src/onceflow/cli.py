@@ -3,6 +3,13 @@
     onceflow broker [--data-dir DIR] [--listen HOST:PORT] [--config server.properties] [-o key=value ...]
     onceflow demo [--bootstrap-servers HOST:PORT]
     onceflow bench produce|consume [...]
+    onceflow topics list|describe|create|delete [...]
+    onceflow groups list|describe [...]
+    onceflow txn list|describe|producers|find-hanging|abort [...]
+
+The operator commands (``topics``, ``groups``, ``txn``) live in
+:mod:`onceflow.tools`; they use only real Kafka client libraries, so they work
+against an Apache Kafka cluster too.
 """
 
 from __future__ import annotations
@@ -94,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench import add_arguments
 
     add_arguments(sub.add_parser("bench", help="throughput benchmarks (confluent-kafka as the load generator)"))
+
+    from .tools import register
+
+    register(sub)
     return parser
 
 

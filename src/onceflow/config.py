@@ -99,6 +99,10 @@ def _at_least(n: int) -> Callable[[Any], bool]:
     return lambda v: v >= n
 
 
+def _between(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: low <= v <= high
+
+
 def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
@@ -132,8 +136,13 @@ _BROKER_ROWS: list[ConfigDef] = [
     ConfigDef("log.index.interval.bytes", ConfigType.INT, 4096, "Bytes of log between two offset-index entries.", _at_least(0)),
     ConfigDef("log.index.size.max.bytes", ConfigType.INT, 10485760, "Largest offset index; the segment rolls when it is full.", _at_least(4)),
     ConfigDef("log.message.timestamp.type", ConfigType.STRING, "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("log.cleaner.enable", ConfigType.BOOLEAN, True, "Run the log cleaner (compaction of cleanup.policy=compact topics, the internal topics included)."),
+    ConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, 15000, "How long the cleaner sleeps between two passes over the partitions.", _at_least(0)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5, "A partition is cleaned once its dirty bytes exceed this share of its cleanable bytes.", _between(0.0, 1.0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", ConfigType.LONG, 134217728, "Memory for the key -> offset map of one cleaning pass; a larger dirty section is cleaned over several passes.", _at_least(1 << 16)),
     ConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, 86400000, "How long tombstones survive compaction."),
     ConfigDef("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0, "Minimum age before a record may be compacted."),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, 2**63 - 1, "Maximum time a record may stay uncompacted.", _at_least(1)),
     ConfigDef("min.insync.replicas", ConfigType.INT, 1, "Accepted for compatibility; a single broker is always in sync.", _at_least(1)),
     ConfigDef("offsets.topic.num.partitions", ConfigType.INT, 50, "Partitions of __consumer_offsets.", _at_least(1)),
     ConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __consumer_offsets has one replica here."),
@@ -170,6 +179,8 @@ _TOPIC_ROWS: list[ConfigDef] = [
     ConfigDef("message.timestamp.type", ConfigType.STRING, None, "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"), "log.message.timestamp.type"),
     ConfigDef("delete.retention.ms", ConfigType.LONG, None, "How long tombstones survive compaction.", _at_least(0), "log.cleaner.delete.retention.ms"),
     ConfigDef("min.compaction.lag.ms", ConfigType.LONG, None, "Minimum age before a record may be compacted.", _at_least(0), "log.cleaner.min.compaction.lag.ms"),
+    ConfigDef("max.compaction.lag.ms", ConfigType.LONG, None, "Maximum time a record may stay uncompacted.", _at_least(1), "log.cleaner.max.compaction.lag.ms"),
+    ConfigDef("min.cleanable.dirty.ratio", ConfigType.DOUBLE, None, "Dirty share of the cleanable bytes above which the partition is cleaned.", _between(0.0, 1.0), "log.cleaner.min.cleanable.ratio"),
     ConfigDef("min.insync.replicas", ConfigType.INT, None, "Accepted for compatibility.", _at_least(1), "min.insync.replicas"),
 ]
 # fmt: on
@@ -345,3 +356,19 @@ class TopicConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self["cleanup.policy"]
+
+    @property
+    def min_cleanable_ratio(self) -> float:
+        return float(self["min.cleanable.dirty.ratio"])
+
+    @property
+    def min_compaction_lag_ms(self) -> int:
+        return int(self["min.compaction.lag.ms"])
+
+    @property
+    def max_compaction_lag_ms(self) -> int:
+        return int(self["max.compaction.lag.ms"])
+
+    @property
+    def delete_retention_ms(self) -> int:
+        return int(self["delete.retention.ms"])

@@ -5,7 +5,11 @@
 Reads INPUT with read_committed in consumer group GROUP (static member, so a
 restarted worker takes its predecessor's place at once), writes each record
 upper-cased to OUTPUT, and commits its input offsets in the same transaction
-(send_offsets_to_transaction).  It prints one line per phase (``begin``,
+(send_offsets_to_transaction).  When a transaction fails with an abortable
+or retriable error (the broker was restarted under it, say) the worker
+aborts it and rewinds its input to the last committed offsets, as a
+correct exactly-once application must; a fatal error ends the process with
+status 2 (the test starts a new one).  It prints one line per phase (``begin``,
 ``produced``, ``offsets``, ``committed N``) so a test can SIGKILL it at a
 chosen point.  It runs until it is killed (the test decides when the output
 is complete), or for at most two minutes.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 RUN_AT_MOST_S = 120
 
@@ -50,20 +54,45 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
         batch = [m for m in consumer.consume(50, 0.5) if m.error() is None]
         if not batch:
             continue
-        producer.begin_transaction()
-        say("begin")
-        for msg in batch:
-            producer.produce(sink, (msg.value() or b"").upper(), key=msg.key(), partition=msg.partition())
-        producer.flush(30)
-        say("produced")
-        positions = consumer.position(consumer.assignment())
-        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
-        say("offsets")
-        producer.commit_transaction(30)
+        try:
+            producer.begin_transaction()
+            say("begin")
+            for msg in batch:
+                producer.produce(sink, (msg.value() or b"").upper(), key=msg.key(), partition=msg.partition())
+            producer.flush(30)
+            say("produced")
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            say("offsets")
+            producer.commit_transaction(30)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal():
+                say(f"fatal {error}")
+                return 2
+            say(f"retry {error}")
+            try:
+                producer.abort_transaction(30)
+            except KafkaException as abort_error:
+                if abort_error.args[0].fatal():
+                    return 2
+            _rewind(consumer)
+            continue
         committed_total += len(batch)
         say(f"committed {committed_total}")
     say("timeout")
     return 1
+
+
+def _rewind(consumer: Consumer) -> None:
+    """Go back to the committed offsets: what the aborted transaction consumed is read again."""
+    assignment = consumer.assignment()
+    for tp in consumer.committed(assignment, timeout=30):
+        if tp.offset >= 0:
+            consumer.seek(tp)
+        else:
+            tp.offset = -2  # OFFSET_BEGINNING: nothing committed yet
+            consumer.seek(tp)
 
 
 if __name__ == "__main__":

@@ -287,3 +287,28 @@ def test_flush_point_and_high_watermark_position_bound_reads(tmp_path: Path, clo
     flush(log)
     assert offsets_of(log.read(0, 1 << 20).records) == [(0, 0), (1, 1)]
     log.close()
+
+
+def test_an_abort_before_a_mid_segment_snapshot_survives_a_crash(tmp_path: Path, clock: FakeClock) -> None:
+    """A clean shutdown snapshots producer state in the middle of the active segment; after a
+    later crash that segment's transaction index is rebuilt by replaying it from an older
+    snapshot (or the log start), so an abort recorded before the snapshot is not lost."""
+    path = tmp_path / "t-0"
+    log = open_log(path, clock)
+    txn = build_batch([(None, b"aborted")], clock.now_ms(), producer_id=7, producer_epoch=0, base_sequence=0,
+                      transactional=True)
+    assert not isinstance(log.append_produced(txn, clock.now_ms()), Invalid)
+    assert not isinstance(log.append_marker(7, 0, False, 0, clock.now_ms()), Invalid)
+    flush(log)
+    log.flush_all()  # a clean shutdown: producer snapshot at the log end, inside the active segment
+    log.close()
+    log = open_log(path, clock, clean=True)
+    assert [a.producer_id for a in log.aborted_transactions(0, 10)] == [7]
+    log.append_produced(batch(1, clock.now_ms()), clock.now_ms())
+    flush(log)
+    log.close()  # no flush_all: as after kill -9
+    crashed = open_log(path, clock, clean=False)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in crashed.aborted_transactions(0, 10)] == [(7, 0, 1)]
+    result = crashed.read(0, 1 << 20, committed=True)
+    assert isinstance(result, ReadResult) and [a.producer_id for a in result.aborted or []] == [7]
+    crashed.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ..config import BrokerConfig
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
 from ..coordinator.transaction.coordinator import TransactionCoordinator
+from ..log import compaction
 from ..log.durability import GroupCommit, IoThread
 from ..log.partition_log import PartitionLog
 from ..protocol import apis
@@ -129,22 +131,75 @@ class Broker:
     async def _timers(self) -> None:
         retention_every = self.config["log.retention.check.interval.ms"]
         expiry_every = self.config["producer.id.expiration.check.interval.ms"]
+        cleaner_every = self.config["log.cleaner.backoff.ms"]
         next_retention = self.clock.now_ms() + retention_every
         next_expiry = self.clock.now_ms() + expiry_every
-        while True:
-            await asyncio.sleep(TICK_SECONDS)
+        next_clean = self.clock.now_ms() + cleaner_every
+        # The log cleaner runs as its own task (its heavy part in a worker thread),
+        # so that a long pass never delays the coordinators' ticks.
+        cleaner: asyncio.Task[int] | None = None
+        try:
+            while True:
+                await asyncio.sleep(TICK_SECONDS)
+                try:
+                    self.groups.tick()
+                    self.txns.tick()
+                    now = self.clock.now_ms()
+                    if now >= next_retention:
+                        next_retention = now + retention_every
+                        self.enforce_retention()
+                    if now >= next_expiry:
+                        next_expiry = now + expiry_every
+                        self.expire_producer_ids()
+                    if self.config["log.cleaner.enable"] and now >= next_clean and (cleaner is None or cleaner.done()):
+                        if cleaner is not None and not cleaner.cancelled() and cleaner.exception() is not None:
+                            log.error("log cleaner pass failed", exc_info=cleaner.exception())
+                        cleaner = asyncio.get_running_loop().create_task(self.run_log_cleaner(), name="onceflow-cleaner")
+                        next_clean = now + cleaner_every
+                except Exception:
+                    log.exception("timer task failed; continuing")
+        finally:
+            if cleaner is not None and not cleaner.done():
+                cleaner.cancel()
+                await asyncio.gather(cleaner, return_exceptions=True)
+
+    async def run_log_cleaner(self) -> int:
+        """One pass of the log cleaner over every compacted partition that needs it,
+        one partition at a time; returns how many were cleaned.
+
+        Planning and installing run here on the event loop; building the cleaned
+        segments runs in a worker thread (``log.compaction``).  If this task is
+        cancelled (the broker stops), the worker is told to give up and awaited,
+        so that no cleaner thread still writes once the logs are closed.
+        """
+        loop = asyncio.get_running_loop()
+        abort = threading.Event()
+        cleaned = 0
+        for partition in list(self.registry.all_partitions()):
+            plan = compaction.plan_cleaning(partition, self.clock.now_ms())
+            if plan is None:
+                continue
+            work = loop.run_in_executor(None, compaction.build_cleaned, plan, abort)
             try:
-                self.groups.tick()
-                self.txns.tick()
-                now = self.clock.now_ms()
-                if now >= next_retention:
-                    next_retention = now + retention_every
-                    self.enforce_retention()
-                if now >= next_expiry:
-                    next_expiry = now + expiry_every
-                    self.expire_producer_ids()
-            except Exception:
-                log.exception("timer task failed; continuing")
+                result = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                abort.set()
+                await asyncio.gather(work, return_exceptions=True)
+                raise
+            except compaction.CleanerError as exc:
+                partition.uncleanable = str(exc)
+                log.error("%s: cannot be cleaned, leaving it alone until restart: %s", partition.name, exc)
+                continue
+            except OSError as exc:  # its files went away (retention, topic deletion): try again next time
+                log.info("%s: cleaning abandoned: %s", partition.name, exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a record that does not parse, and the like
+                partition.uncleanable = repr(exc)
+                log.exception("%s: cannot be cleaned, leaving it alone until restart", partition.name)
+                continue
+            if compaction.install_cleaned(partition, result, self.clock.now_ms()):
+                cleaned += 1
+        return cleaned
 
     def enforce_retention(self) -> int:
         now = self.clock.now_ms()

@@ -25,6 +25,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .. import faults
+from ..coordinator.transaction import log_records
+from ..coordinator.transaction.metadata import TransactionState
 from ..log.partition_log import PartitionLog
 from ..protocol.errors import ErrorCode
 from ..records.batch import Invalid
@@ -109,6 +112,17 @@ class TransactionLogStore:
             log.error("cannot write to %s-%d: %s", TRANSACTION_STATE_TOPIC, partition, exc)
             _later(done, ErrorCode.kafka_storage_error)
             return
+        if faults.enabled() and value is not None:
+            decoded = log_records.decode_value(value)
+            state = TransactionState.from_id(decoded.transaction_status) if decoded is not None else None
+            point = f"txn-log:{state}"
+
+            def done_then_maybe_crash(error: ErrorCode) -> None:
+                faults.crash_point(point)  # durable, but the coordinator does not know yet
+                done(error)
+
+            _when_durable(broker, target, target.log_end_offset, done_then_maybe_crash)
+            return
         _when_durable(broker, target, target.log_end_offset, done)
 
 
@@ -146,6 +160,10 @@ class LocalMarkerWriter:
                 log.info("marker for producer %d refused by %s: %s", producer_id, target.name, outcome.reason)
                 results[(topic, index)] = outcome.error
                 continue
+            if faults.enabled():
+                target.writer.barrier()  # make this marker durable before dying before the others
+                target.segments[-1].flush()
+                faults.crash_point("marker")
             broker.after_append(target)
             waiting.append(((topic, index), broker.wait_durable(target, target.log_end_offset)))
         if not waiting:

@@ -51,6 +51,13 @@ segments: restart time depends on the active segment, not on the log's age.
 they are older than ``retention.ms`` or the partition is larger than
 ``retention.bytes``; never the active segment unless it is expired (it is
 rolled first, as Kafka does), never data above the high watermark.
+
+*Compaction* (``cleanup.policy=compact``, ``log.compaction``): the cleaner
+builds replacement files for a run of rolled segments off the event loop,
+then ``replace_segments`` swaps them in (``.cleaned`` -> ``.swap`` -> final
+names, so that a crash leaves either the old segments or the new one, see
+``segment.complete_interrupted_swaps``, which ``_open_segments`` runs first).
+Offsets never move: a compacted log simply has gaps.
 """
 
 from __future__ import annotations
@@ -78,7 +85,16 @@ from ..records.records import iter_records
 from .aborted_index import AbortedTxn
 from .durability import DIRECT, SegmentWriter
 from .producer_state import AppendOrigin, CompletedTxn, Duplicate, ProducerAppendInfo, ProducerStateManager, Refused
-from .segment import Segment, SegmentCorrupt
+from .segment import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    Segment,
+    SegmentCorrupt,
+    complete_interrupted_swaps,
+    fsync_dir,
+    rename_segment_files,
+    segment_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +161,13 @@ class PartitionLog:
         self.closed = False
         #: Called (from the event loop) when the high watermark moves.
         self.on_high_watermark: Callable[[PartitionLog], None] | None = None
+        #: Why the log cleaner gave up on this partition (Kafka's "uncleanable" partitions), or None.
+        self.uncleanable: str | None = None
         directory.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self._bases: list[int] = []
+        #: Base offset of the first segment rebuilt by recovery (its transaction index was reset).
+        self._rebuilt_from: int | None = None
         self._open_segments(now_ms, clean_shutdown)
         active = self.segments[-1]
         self.high_watermark = active.next_offset
@@ -159,9 +179,8 @@ class PartitionLog:
     # -- opening --------------------------------------------------------------
 
     def _open_segments(self, now_ms: int, clean_shutdown: bool) -> None:
+        complete_interrupted_swaps(self.dir)  # .cleaned files deleted, .swap files swapped in
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
-        for stale in self.dir.glob("*.swap"):
-            stale.unlink()
         if not bases:
             self._add_segment(Segment(self.dir, 0, now_ms, self.writer))
             return
@@ -174,9 +193,11 @@ class PartitionLog:
                 except SegmentCorrupt as exc:
                     log.warning("%s: %s; rebuilding its indexes from the log", self.name, exc)
                     segment.recover(self.config.index_interval_bytes)
+                    self._mark_rebuilt(base)
             else:
                 segment.recover(self.config.index_interval_bytes)
                 segment.flush()
+                self._mark_rebuilt(base)
             if self.segments and segment.base_offset < self.segments[-1].next_offset:
                 raise RuntimeError(f"{self.name}: segment {base} overlaps its predecessor")
             self._add_segment(segment)
@@ -186,10 +207,21 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
 
+    def _mark_rebuilt(self, base_offset: int) -> None:
+        if self._rebuilt_from is None or base_offset < self._rebuilt_from:
+            self._rebuilt_from = base_offset
+
     def _load_producer_state(self) -> None:
-        """Load the newest producer-state snapshot, then replay the batches after it."""
+        """Load the newest usable producer-state snapshot, then replay the batches after it.
+
+        A segment rebuilt by recovery lost its transaction index, which only the
+        replay of its markers can restore: then the snapshot used must be at or
+        below that segment's base offset (Kafka reloads producer state the same
+        way before recovering a segment), and newer ones are discarded.
+        """
         state = self.producer_state
-        start = state.load(self.log_start_offset, self.log_end_offset)
+        limit = self.log_end_offset if self._rebuilt_from is None else self._rebuilt_from
+        start = state.load(self.log_start_offset, limit)
         for segment in self.segments[self.segment_for(start):]:
             if segment.next_offset <= start:
                 continue
@@ -512,6 +544,49 @@ class PartitionLog:
             oldest.delete()
             deleted += 1
         return deleted
+
+    # -- compaction -----------------------------------------------------------
+
+    def replace_segments(self, old: list[Segment], base_offset: int, now_ms: int) -> Segment | None:
+        """Swap the cleaned segment ``<base_offset>.*.cleaned`` in for ``old``.
+
+        ``old`` must still be a run of rolled segments of this log (retention or
+        a topic deletion may have removed some since the cleaner planned): if
+        not, nothing changes and None is returned (the caller deletes the
+        ``.cleaned`` files).  The cleaner has fsynced the new files.  Order,
+        each step crash-safe (``segment.complete_interrupted_swaps``):
+        ``.cleaned`` -> ``.swap`` (the log last: the commit point), fsync the
+        directory; delete the old segments; ``.swap`` -> final names.
+        """
+        if self.closed or not old:
+            return None
+        try:
+            first = self.segments.index(old[0])
+        except ValueError:
+            return None
+        if self.segments[first : first + len(old)] != old or first + len(old) >= len(self.segments):
+            return None  # gone, or would include the active segment
+        if old[0].base_offset != base_offset or not all(p.exists() for p in segment_files(self.dir, base_offset, CLEANED_SUFFIX)):
+            return None
+        rename_segment_files(self.dir, base_offset, CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        self.writer.barrier()  # no write or fsync may still target a file about to be closed
+        for segment in old:
+            segment.delete()
+        rename_segment_files(self.dir, base_offset, SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        new = Segment(self.dir, base_offset, now_ms, self.writer)
+        try:
+            new.load()
+        except SegmentCorrupt as exc:
+            log.warning("%s: cleaned segment %s: %s; rebuilding its indexes", self.name, new.log_path.name, exc)
+            new.recover(self.config.index_interval_bytes)
+        self.segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [base_offset]
+        if self._hw_segment in old:  # the high watermark is past every cleaned offset
+            self._hw_segment = new
+            self._hw_position = new.size
+        return new
 
     # -- lifetime -------------------------------------------------------------
 

@@ -21,6 +21,14 @@ checks its CRC and offset order, truncates the file at the first batch that
 is torn or corrupt, and regenerates both indexes.  ``load`` is the fast path
 after a clean shutdown: it trusts the index files and scans only the bytes
 after the last index entry.
+
+Replacing segments (log compaction, ``log.compaction``) goes through files
+with a suffix, as in Kafka: the cleaner writes ``<base>.log.cleaned`` and
+its three indexes with a ``SegmentBuilder`` (off the event loop), then the
+partition log renames them ``.cleaned`` -> ``.swap`` (the commit point: the
+``.log.swap`` is renamed last), deletes the replaced segments, and renames
+``.swap`` -> final names.  ``complete_interrupted_swaps`` runs at start-up
+and finishes or undoes what a crash interrupted (see there).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from pathlib import Path
 
 from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
 from .aborted_index import TransactionIndex
-from .durability import DIRECT, SegmentWriter
+from .durability import DIRECT, SegmentWriter, pwrite_all
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -62,6 +70,118 @@ _fallocate = _load_fallocate()
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+#: The files of one segment, in the order they are renamed: the log last, so that
+#: a ``.log`` with a given suffix means the whole set had that suffix.
+SEGMENT_FILE_KINDS = (".index", ".timeindex", ".txnindex", ".log")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+
+def segment_files(directory: Path, base_offset: int, suffix: str = "") -> list[Path]:
+    stem = segment_name(base_offset)
+    return [directory / f"{stem}{kind}{suffix}" for kind in SEGMENT_FILE_KINDS]
+
+
+def rename_segment_files(directory: Path, base_offset: int, old_suffix: str, new_suffix: str) -> None:
+    """Rename one segment's files from ``old_suffix`` to ``new_suffix``, the log last."""
+    for path in segment_files(directory, base_offset, old_suffix):
+        if path.exists():
+            os.replace(path, path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix))
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _segment_file_base(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix after the kind) of a segment file name, or None for any other file."""
+    stem, dot, rest = name.partition(".")
+    if not dot or not stem.isdigit():
+        return None
+    for kind in SEGMENT_FILE_KINDS:
+        if ("." + rest).startswith(kind):
+            return int(stem), ("." + rest)[len(kind) :]
+    return None
+
+
+def _file_next_offset(path: Path, base_offset: int) -> int:
+    """The offset after the last whole batch of a log file (``base_offset`` if it has none)."""
+    end = base_offset
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            chunk = os.pread(fd, min(max(_SCAN_CHUNK, HEADER_SIZE), size - position), position)
+            batches, _ = scan_until_invalid(chunk, 0, verify_crc=False)
+            if not batches:
+                header = read_header(chunk, 0)
+                if header.magic != 2 or header.size < HEADER_SIZE or position + header.size > size:
+                    break
+                end = header.next_offset  # one batch larger than the chunk
+                position += header.size
+                continue
+            for _, header in batches:
+                end = header.next_offset
+            last_pos, last = batches[-1]
+            position += last_pos + last.size
+    finally:
+        os.close(fd)
+    return end
+
+
+def complete_interrupted_swaps(directory: Path) -> list[int]:
+    """Finish or undo segment replacements a crash interrupted; returns the swapped-in base offsets.
+
+    Kafka's rules (LogLoader): ``.cleaned`` files are an unfinished cleaning
+    and are deleted.  A ``<base>.log.swap`` is a complete, fsynced segment
+    that replaces every segment whose base offset lies in [base, its next
+    offset): those are deleted and the swap files renamed.  For ``<base>``
+    itself, an index kind with a ``.swap`` file means the plain file is the
+    old one; without, it was already renamed (the crash came while the
+    ``.swap`` files were being renamed, indexes first).  Index ``.swap``
+    files without a ``.log.swap`` were never committed and are deleted.
+    """
+    swaps: set[int] = set()
+    orphans: list[Path] = []
+    for path in list(directory.iterdir()):
+        parsed = _segment_file_base(path.name)
+        if parsed is None:
+            continue
+        base, suffix = parsed
+        if suffix == CLEANED_SUFFIX:
+            log.info("%s: deleting %s, left by an interrupted cleaning", directory.name, path.name)
+            path.unlink(missing_ok=True)
+        elif suffix == SWAP_SUFFIX:
+            if path.name.endswith(".log" + SWAP_SUFFIX):
+                swaps.add(base)
+            else:
+                orphans.append(path)
+    for path in orphans:
+        if _segment_file_base(path.name)[0] not in swaps:  # type: ignore[index]
+            path.unlink(missing_ok=True)
+    for base in sorted(swaps):
+        swap_log = segment_files(directory, base, SWAP_SUFFIX)[-1]
+        end = _file_next_offset(swap_log, base)
+        for path in list(directory.iterdir()):
+            parsed = _segment_file_base(path.name)
+            if parsed is None or parsed[1] != "":
+                continue
+            old_base = parsed[0]
+            if base < old_base < end or (old_base == base and path.with_name(path.name + SWAP_SUFFIX).exists()):
+                log.info("%s: deleting %s, replaced by the interrupted swap of %s", directory.name, path.name, swap_log.name)
+                path.unlink()
+        rename_segment_files(directory, base, SWAP_SUFFIX, "")
+        log.info("%s: completed the interrupted swap of segment %d (up to offset %d)", directory.name, base, end)
+    if swaps or orphans:
+        fsync_dir(directory)
+    return sorted(swaps)
 
 
 class SegmentCorrupt(Exception):
@@ -329,3 +449,74 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+
+class SegmentBuilder:
+    """Writes a new, complete segment under suffixed names (``<base>.log.cleaned`` and its indexes).
+
+    Used off the event loop by the log cleaner: it touches only its own files.
+    Index entries follow the same rule as ``Segment.append`` (one every
+    ``index.interval.bytes``), so ``Segment.load`` opens the result as it opens
+    any rolled segment.  ``finish`` fsyncs every file; ``abandon`` deletes them.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, index_interval: int, suffix: str = CLEANED_SUFFIX) -> None:
+        self.base_offset = base_offset
+        self.paths = segment_files(directory, base_offset, suffix)
+        for path in self.paths:
+            path.unlink(missing_ok=True)  # a leftover of an earlier attempt
+        index_path, time_path, txn_path, log_path = self.paths
+        self.fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.index = OffsetIndex(index_path)
+        self.time_index = TimeIndex(time_path)
+        self.txn_index = TransactionIndex(txn_path, base_offset)
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self._interval = index_interval
+        self._bytes_since_index = 0
+
+    def append(self, batch: bytes, header: BatchHeader) -> None:
+        """Write one batch (its base offset already final, at or after the last one's next offset)."""
+        if header.base_offset < self.next_offset:
+            raise ValueError(f"batch at {header.base_offset} is before the segment's end {self.next_offset}")
+        position = self.size
+        pwrite_all(self.fd, [batch], position)
+        self.size += len(batch)
+        relative = header.base_offset - self.base_offset
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+        if self._bytes_since_index >= self._interval:
+            self.index.append(relative, position)
+            self.time_index.maybe_append(self.max_timestamp, relative)
+            self._bytes_since_index = 0
+        self._bytes_since_index += len(batch)
+        self.next_offset = header.next_offset
+
+    def finish(self) -> None:
+        """Make every file durable (an empty transaction index file is created too) and close them."""
+        txn_path = self.paths[2]
+        if not txn_path.exists():
+            txn_path.touch()
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+        fd = os.open(txn_path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.close()
+        self.time_index.close()
+        self.txn_index.close()
+
+    def abandon(self) -> None:
+        self.close()
+        for path in self.paths:
+            path.unlink(missing_ok=True)

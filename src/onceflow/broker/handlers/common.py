@@ -36,3 +36,12 @@ def timestamp(ms_since_epoch: int) -> Any:
     from kio.static.primitive import TZAware
 
     return TZAware.parse(datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC))
+
+
+def instant(ms_since_epoch: int) -> datetime.datetime:
+    """A non-nullable kio datetime field; -1 ("none") is sent as -1, as Kafka does.
+
+    kio writes ``round(value.timestamp() * 1000)``, so an aware datetime one
+    millisecond before the epoch goes on the wire as -1.
+    """
+    return datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from .common import NO_THROTTLE, Request, build, ms, responses
+from .common import NO_THROTTLE, Request, build, instant, ms, responses
 from .groups import _via_callback
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def handle_describe_transactions(broker: Broker, request: Request, conn: KafkaPr
             by_topic.setdefault(topic, []).append(partition)
         states.append(build(
             m.TransactionState, error_code=d.error, transactional_id=d.transactional_id, transaction_state=d.state,
-            transaction_timeout=_timedelta(d.timeout_ms), transaction_start_time=d.start_timestamp_ms, producer_id=d.producer_id,
+            transaction_timeout=_timedelta(d.timeout_ms), transaction_start_time=instant(d.start_timestamp_ms), producer_id=d.producer_id,
             producer_epoch=d.producer_epoch,
             topics=tuple(build(m.TopicData, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         ))

@@ -1,0 +1,38 @@
+"""Operator tools: ``onceflow topics``, ``onceflow groups`` and ``onceflow txn``.
+
+Rule: no home-made Kafka client.  These tools must work unchanged against an
+Apache Kafka cluster, so they talk to brokers only through real Kafka client
+libraries and standard Kafka APIs:
+
+* topics and groups go through confluent-kafka (librdkafka): its
+  ``AdminClient`` for metadata, configs, topic creation/deletion and consumer
+  groups, and a ``Consumer`` (never subscribed) for partition watermarks;
+* transactions go through kafka-python's ``KafkaAdminClient``, because
+  confluent-kafka has no KIP-664 APIs: ``list_transactions``
+  (ListTransactions), ``describe_transactions`` (DescribeTransactions),
+  ``describe_producers`` (DescribeProducers) and ``abort_transaction``
+  (WriteTxnMarkers to the partition leader).  ``find-hanging`` is KIP-664's
+  algorithm built on those calls (kafka-python's own
+  ``find_hanging_transactions`` only looks at the coordinators' view, so it
+  cannot see a transaction the coordinator never heard of).
+
+Every command is a small function that returns plain data (a list of dicts, or
+a dict of scalars and such lists) and is rendered separately, as an aligned
+table or as JSON (``--json``); see :mod:`onceflow.tools.common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from . import groups, topics, txn
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``topics``, ``groups`` and ``txn`` command families to the ``onceflow`` parser."""
+    topics.register(subparsers)
+    groups.register(subparsers)
+    txn.register(subparsers)
+
+
+__all__ = ["register", "topics", "groups", "txn"]

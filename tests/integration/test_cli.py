@@ -1,0 +1,283 @@
+"""The operator commands (``onceflow topics|groups|txn``) against the broker process: run as real
+subprocesses, and called directly where that is simpler.  The tools use only client libraries
+(confluent-kafka, kafka-python); tests/wire.py is used here only to make a hanging transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from onceflow.records.builder import build_batch
+from onceflow.tools import groups, topics, txn
+from tests.conftest import BrokerProcess, wait_for
+from tests.integration.test_bad_input import partition_error, produce_request
+from tests.integration.test_idempotence import init_producer_id
+from tests.integration.test_produce_fetch import make_topic, produce
+from tests.integration.test_transactions import read_all, txn_producer
+from tests.wire import WireClient
+
+TIMEOUT = 30
+
+
+def cli(bootstrap: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``onceflow ARGS --bootstrap-servers BOOTSTRAP`` as a child process."""
+    proc = subprocess.run([sys.executable, "-m", "onceflow", *args, "--bootstrap-servers", bootstrap, "--timeout", "20"],
+                          capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, f"{args}: exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+def cli_json(bootstrap: str, *args: str) -> Any:
+    return json.loads(cli(bootstrap, *args, "--json").stdout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode != 0, proc
+    assert proc.stdout == "", proc.stdout
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# -- topics ----------------------------------------------------------------------
+
+
+def test_topics_create_list_describe_delete(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    out = cli(bs, "topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=60000",
+              "--config", "cleanup.policy=compact").stdout
+    assert out.split("\n")[0].split() == ["TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "CONFIG"]
+    assert out.split("\n")[1].split()[:3] == ["orders", "3", "1"]
+    assert_one_line_error(cli(bs, "topics", "create", "orders", check=False), "TOPIC_ALREADY_EXISTS")
+    cli(bs, "topics", "create", "plain")  # the broker's default partition count
+    produce(bs, "orders", [b"a", b"b", b"c"], partition=1)
+    committer = Consumer({"bootstrap.servers": bs, "group.id": "probe"})  # a commit creates __consumer_offsets
+    committer.commit(offsets=[TopicPartition("orders", 1, 3)], asynchronous=False)
+    committer.close()
+
+    table = cli(bs, "topics", "list").stdout.splitlines()
+    assert table[0].split() == ["TOPIC", "PARTITIONS", "INTERNAL"]
+    assert [line.split() for line in table[1:]] == [["orders", "3", "no"], ["plain", "1", "no"]]
+    listed = cli_json(bs, "topics", "list")
+    assert listed == [{"topic": "orders", "partitions": 3, "internal": False},
+                      {"topic": "plain", "partitions": 1, "internal": False}]
+    everything = {row["topic"]: row for row in cli_json(bs, "topics", "list", "--all")}
+    assert everything["__consumer_offsets"]["internal"] is True
+    assert everything["orders"] == listed[0]
+
+    described = cli_json(bs, "topics", "describe", "orders")
+    assert described["topic"] == "orders" and described["internal"] is False
+    assert [(p["partition"], p["leader"], p["replicas"], p["isr"]) for p in described["partitions"]] == [
+        (0, 1, [1], [1]), (1, 1, [1], [1]), (2, 1, [1], [1])]
+    assert [(p["low_watermark"], p["high_watermark"]) for p in described["partitions"]] == [(0, 0), (0, 3), (0, 0)]
+    assert {c["name"]: (c["value"], c["source"]) for c in described["configs"]} == {
+        "retention.ms": ("60000", "DYNAMIC_TOPIC_CONFIG"), "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG")}
+    text = cli(bs, "topics", "describe", "orders").stdout
+    assert "LOW-WATERMARK  HIGH-WATERMARK" in text and "retention.ms" in text
+    assert topics.describe_topic(bs, "plain")["configs"] == [], "only configs that differ from the defaults"
+
+    assert cli_json(bs, "topics", "delete", "orders") == [{"topic": "orders", "deleted": True}]
+    wait_for(lambda: [r["topic"] for r in topics.list_topics(bs)] == ["plain"], what="orders to be gone")
+    assert_one_line_error(cli(bs, "topics", "describe", "orders", check=False), "onceflow topics describe:", "'orders'")
+    assert_one_line_error(cli(bs, "topics", "delete", "orders", check=False), "UNKNOWN_TOPIC")
+
+
+def test_an_unreachable_cluster_is_one_line_and_a_failure() -> None:
+    proc = subprocess.run([sys.executable, "-m", "onceflow", "topics", "list", "--bootstrap-servers", "127.0.0.1:1",
+                           "--timeout", "2"], capture_output=True, text=True, timeout=60)
+    assert_one_line_error(proc, "onceflow topics list:")
+    proc = subprocess.run([sys.executable, "-m", "onceflow", "txn", "list", "--bootstrap-servers", "127.0.0.1:1",
+                           "--timeout", "2"], capture_output=True, text=True, timeout=60)
+    assert_one_line_error(proc, "onceflow txn list:")
+
+
+# -- groups ----------------------------------------------------------------------
+
+
+def test_groups_list_and_describe_show_members_and_lag(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "clicks", 2)
+    produce(bs, "clicks", [f"c{i}".encode() for i in range(10)], partition=0)
+    produce(bs, "clicks", [f"d{i}".encode() for i in range(4)], partition=1)
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": "dashboard", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "client.id": "dash-1"})
+    consumer.subscribe(["clicks"])
+    seen: list[tuple[int, int]] = []
+
+    def read_four_of_partition_0() -> bool:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None and msg.partition() == 0:
+            seen.append((msg.partition(), msg.offset()))
+        return len(seen) >= 4
+
+    wait_for(read_four_of_partition_0, what="the consumer to read four records")
+    consumer.commit(offsets=[TopicPartition("clicks", 0, 4)], asynchronous=False)
+    try:
+        assert {"group": "dashboard", "state": "Stable", "simple": False} in cli_json(bs, "groups", "list")
+        described = cli_json(bs, "groups", "describe", "dashboard")
+        assert (described["group"], described["state"], described["protocol"]) == ("dashboard", "Stable", "range")
+        [member] = described["members"]
+        assert member["client_id"] == "dash-1" and member["assignment"] == ["clicks-0", "clicks-1"]
+        assert [(o["topic"], o["partition"], o["committed_offset"], o["high_watermark"], o["lag"], o["member_id"])
+                for o in described["offsets"]] == [
+            ("clicks", 0, 4, 10, 6, member["member_id"]),
+            ("clicks", 1, None, 4, None, member["member_id"]),  # assigned, nothing committed yet
+        ]
+        text = cli(bs, "groups", "describe", "dashboard").stdout
+        assert "COMMITTED-OFFSET  HIGH-WATERMARK  LAG" in text and "State:" in text
+    finally:
+        consumer.close()
+    after = wait_for(lambda: (d := groups.describe_group(bs, "dashboard"))["state"] == "Empty" and d,
+                     what="the group to be empty")
+    assert after["members"] == [] and [o["lag"] for o in after["offsets"]] == [6]  # type: ignore[index]
+    assert_one_line_error(cli(bs, "groups", "describe", "nobody", check=False), "does not exist")
+
+
+# -- transactions ----------------------------------------------------------------
+
+
+def test_txn_list_and_producers_show_an_open_transaction(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "payments", 1)
+    produce(bs, "payments", [b"p0", b"p1"], partition=0)
+    producer = txn_producer(bs, "payments-app")
+    producer.begin_transaction()
+    producer.produce("payments", b"t0", partition=0)
+    producer.produce("payments", b"t1", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+
+    listed = cli_json(bs, "txn", "list")
+    assert [(r["transactional_id"], r["state"], r["coordinator"]) for r in listed] == [("payments-app", "Ongoing", 1)]
+    pid = listed[0]["producer_id"]
+    assert cli_json(bs, "txn", "list", "--state", "Ongoing", "--producer-id", str(pid)) == listed
+    assert cli_json(bs, "txn", "list", "--state", "CompleteCommit") == []
+    assert cli_json(bs, "txn", "list", "--producer-id", str(pid + 1000)) == []
+    assert cli_json(bs, "txn", "list", "--min-duration-ms", "0") == listed  # ListTransactions v1
+    assert cli_json(bs, "txn", "list", "--min-duration-ms", "3600000") == []
+    assert "payments-app" in cli(bs, "txn", "list").stdout
+
+    [row] = [r for r in cli_json(bs, "txn", "producers", "payments", "0") if r["producer_id"] == pid]
+    assert row["current_transaction_start_offset"] == 2, "the open transaction starts after the two plain records"
+    assert row["producer_epoch"] == 0 and row["last_sequence"] == 1
+    assert "CURRENT-TRANSACTION-START-OFFSET" in cli(bs, "txn", "producers", "payments", "0").stdout
+    partition = topics.describe_topic(bs, "payments")["partitions"][0]
+    assert (partition["high_watermark"], partition["last_stable_offset"]) == (4, 2)
+
+    producer.commit_transaction(TIMEOUT)
+    assert wait_for(lambda: txn.list_transactions(bs, states=["CompleteCommit"]), what="the commit")
+    [row] = [r for r in txn.describe_producers(bs, "payments", 0) if r["producer_id"] == pid]
+    assert row["current_transaction_start_offset"] is None and row["coordinator_epoch"] is not None
+    assert_one_line_error(cli(bs, "txn", "producers", "no-such-topic", "0", check=False), "onceflow txn producers:")
+
+
+def test_txn_describe_shows_the_coordinator_state(broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "ledger", 2)
+    producer = txn_producer(bs, "ledger-app")
+    producer.begin_transaction()
+    producer.produce("ledger", b"x", partition=1)
+    assert producer.flush(TIMEOUT) == 0
+    described = json.loads(cli(bs, "txn", "describe", "ledger-app", "--json").stdout)
+    assert (described["transactional_id"], described["state"], described["coordinator"]) == ("ledger-app", "Ongoing", 1)
+    assert described["transaction_timeout_ms"] == 60000 and described["producer_epoch"] == 0
+    assert described["partitions"] == [{"topic": "ledger", "partition": 1}]
+    assert described["transaction_start_time_ms"] <= time.time() * 1000
+    assert "Partitions:" in cli(bs, "txn", "describe", "ledger-app").stdout
+    assert txn.find_hanging(bs) == [], "the coordinator covers this open transaction"
+    producer.abort_transaction(TIMEOUT)
+    assert_one_line_error(cli(bs, "txn", "describe", "nobody", check=False), "not known")
+
+
+def make_hanging_transaction(bootstrap: str, topic: str) -> int:
+    """What pre-KIP-890 Kafka could end up with: a transactional batch from a producer id the
+    transaction coordinator never heard of (an idempotent producer id).  Needs
+    transaction.partition.verification.enable=false, else the leader refuses it."""
+    with WireClient(bootstrap) as client:
+        pid, epoch = init_producer_id(client)
+        batch = build_batch([(None, b"ghost-1"), (None, b"ghost-2")], int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, transactional=True)
+        request = dataclasses.replace(produce_request(topic, batch), transactional_id="ghost")
+        response = client.request(request)
+        assert partition_error(response).name == "none", response
+    return pid
+
+
+def test_find_hanging_and_abort(make_broker_process: Any) -> None:
+    broker = make_broker_process(**{"transaction.partition.verification.enable": "false"})
+    bs = broker.bootstrap_servers
+    make_topic(bs, "stuck", 1)
+    make_topic(bs, "fine", 1)
+    pid = make_hanging_transaction(bs, "stuck")
+    later = [f"later-{i}".encode() for i in range(3)]
+    produce(bs, "stuck", later, partition=0)
+    produce(bs, "fine", [b"ok"], partition=0)
+
+    assert read_all(bs, "stuck", [0], "read_committed") == [], "the hanging transaction holds back the LSO"
+    assert read_all(bs, "stuck", [0], "read_uncommitted") == [b"ghost-1", b"ghost-2", *later]
+    assert txn.list_transactions(bs) == [], "no coordinator knows the transaction"
+
+    [hanging] = txn.find_hanging(bs)
+    assert (hanging["topic"], hanging["partition"], hanging["producer_id"], hanging["start_offset"]) == ("stuck", 0, pid, 0)
+    assert hanging["transactional_id"] is None and "no coordinator knows" in hanging["reason"]
+    [from_cli] = cli_json(bs, "txn", "find-hanging", "--topic", "stuck")
+    assert from_cli.pop("duration_ms") >= hanging.pop("duration_ms")
+    assert from_cli == hanging
+    assert cli_json(bs, "txn", "find-hanging", "--topic", "fine") == []
+    assert "no coordinator knows this producer id" in cli(bs, "txn", "find-hanging").stdout
+    # An old enough open transaction is hanging by age alone too.
+    [by_age] = txn.find_hanging(bs, topics=["stuck"], now_ms=int(time.time() * 1000) + 2 * 900_000)
+    assert by_age["reason"].startswith("open longer than the max transaction timeout")
+
+    assert_one_line_error(cli(bs, "txn", "abort", "stuck", "0", str(pid + 1), check=False), "no transaction to abort")
+    aborted = cli_json(bs, "txn", "abort", "stuck", "0", str(pid))
+    assert aborted == [{"topic": "stuck", "partition": 0, "producer_id": pid, "producer_epoch": 0,
+                        "coordinator_epoch": 0, "start_offset": 0, "aborted": True}]
+
+    assert wait_for(lambda: read_all(bs, "stuck", [0], "read_committed") == later, what="the later records to be readable")
+    assert cli_json(bs, "txn", "find-hanging") == []
+    assert "no hanging transactions" in cli(bs, "txn", "find-hanging").stdout
+    [row] = [r for r in txn.describe_producers(bs, "stuck", 0) if r["producer_id"] == pid]
+    assert row["current_transaction_start_offset"] is None
+    assert_one_line_error(cli(bs, "txn", "abort", "stuck", "0", str(pid), check=False), "has no open transaction")
+
+
+# -- rendering -------------------------------------------------------------------
+
+
+def test_tables_are_aligned_and_json_round_trips() -> None:
+    from onceflow.tools.common import render, to_json
+
+    rows = [{"name": "a", "count": 5, "tags": ["x", "y"], "gone": None, "flag": True},
+            {"name": "longer-name", "count": 12345, "tags": [], "gone": None, "flag": False}]
+    lines = render(rows).splitlines()
+    assert lines[0] == "NAME         COUNT  TAGS  GONE  FLAG"
+    assert lines[1] == "a                5  x,y   -     yes"
+    assert lines[2] == "longer-name  12345  -     -     no"
+    assert json.loads(to_json(rows)) == rows
+    text = render({"group": "g", "members": [], "offsets": [{"topic": "t", "lag": 1}]})
+    assert text.splitlines() == ["Group:   g", "Members: -", "", "Offsets:", "TOPIC  LAG", "t        1"]
+    assert render([], empty="no topics") == "no topics\n"
+
+
+def test_the_existing_commands_are_still_there() -> None:
+    from onceflow.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["broker", "--listen", "127.0.0.1:9999"])
+    assert args.listen == ("127.0.0.1", 9999) and args.func.__name__ == "cmd_broker"
+    assert parser.parse_args(["demo"]).func.__name__ == "cmd_demo"
+    args = parser.parse_args(["topics", "--bootstrap-servers", "h:1", "list", "--json"])
+    assert (args.bootstrap_servers, args.json, args.all) == ("h:1", True, False)
+    args = parser.parse_args(["txn", "find-hanging", "--topic", "a", "--topic", "b", "c"])
+    assert (args.topic, args.max_transaction_timeout_ms, args.bootstrap_servers) == (["a", "b", "c"], 900000, "127.0.0.1:9092")
+    args = parser.parse_args(["txn", "list", "--state", "Ongoing", "PrepareCommit", "--producer-id", "7"])
+    assert (args.state, args.producer_id, args.min_duration_ms) == (["Ongoing", "PrepareCommit"], [7], None)
+    assert parser.parse_args(["topics", "create", "t", "--config", "a=1", "b=2"]).config == [("a", "1"), ("b", "2")]
