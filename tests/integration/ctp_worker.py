@@ -17,6 +17,7 @@ is complete), or for at most two minutes.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -30,16 +31,22 @@ def say(line: str) -> None:
 
 
 def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: str) -> int:
-    consumer = Consumer({
+    debug = {"debug": os.environ["CTP_WORKER_DEBUG"]} if os.environ.get("CTP_WORKER_DEBUG") else {}
+    # librdkafka 2.16 re-bootstraps when its only broker disappears (KIP-899) and can then keep
+    # waiting on the old broker handle forever; plain reconnection, retried often, is what a
+    # one-broker cluster that restarts needs.  Otherwise the reconnect backoff grows to 10 s,
+    # longer than a consumer session, and the static member comes back fenced (fatal).
+    debug["metadata.recovery.strategy"] = "none"
+    debug["reconnect.backoff.max.ms"] = 500
+    consumer = Consumer({**debug,
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.instance.id": f"{transactional_id}-member",
-        "session.timeout.ms": 6000,
+        "group.instance.id": f"{transactional_id}-member",  # a restarted worker replaces the killed one at once
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
     })
-    producer = Producer({
+    producer = Producer({**debug,
         "bootstrap.servers": bootstrap,
         "transactional.id": transactional_id,
         "transaction.timeout.ms": 30000,
@@ -51,7 +58,12 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
     committed_total = 0
     deadline = time.monotonic() + RUN_AT_MOST_S
     while time.monotonic() < deadline:
-        batch = [m for m in consumer.consume(50, 0.5) if m.error() is None]
+        polled = consumer.consume(50, 0.5)
+        for m in polled:
+            if m.error() is not None and m.error().fatal():
+                say(f"fatal {m.error()}")
+                return 2
+        batch = [m for m in polled if m.error() is None]
         if not batch:
             continue
         try:
