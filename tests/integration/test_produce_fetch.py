@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import BrokerProcess, wait_for
@@ -44,16 +44,28 @@ def produce(bootstrap: str, topic: str, values: list[bytes], acks: str = "all", 
 
 
 def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int, **extra: object) -> list[tuple[int, int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False, **extra})
+    """(partition, offset, value) of every record readable now, at least ``expected`` of them.
+
+    Reads until librdkafka reports end-of-partition for every partition (after its last
+    record) and ``expected`` records arrived: a count alone could be reached with one
+    partition not read to its end.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                         "enable.partition.eof": True, **extra})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     got: list[tuple[int, int, bytes]] = []
+    at_end: set[int] = set()
     deadline = time.monotonic() + TIMEOUT
-    while len(got) < expected and time.monotonic() < deadline:
+    while (len(got) < expected or at_end != set(partitions)) and time.monotonic() < deadline:
         msg = consumer.poll(0.2)
         if msg is None:
             continue
-        assert msg.error() is None, msg.error()
+        if msg.error() is not None:
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            at_end.add(msg.partition())
+            continue
         got.append((msg.partition(), msg.offset(), msg.value()))
+        at_end.discard(msg.partition())
     consumer.close()
     return got
 
