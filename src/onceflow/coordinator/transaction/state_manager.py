@@ -221,7 +221,7 @@ class TransactionStateManager:
                 log.warning("%s: transactional id %r belongs to partition %d; loading it anyway",
                             where, tid, self.partition_for(tid))
             self._cache[tid] = md
-        log.info("%s: loaded %d transactional id(s)", where, len(loaded))
+        log.log(logging.INFO if loaded else logging.DEBUG, "%s: loaded %d transactional id(s)", where, len(loaded))
         return list(loaded.values())
 
     # ---------------------------------------------------------------- append
