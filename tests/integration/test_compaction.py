@@ -127,8 +127,10 @@ def test_compacted_topic_keeps_the_latest_value_per_key(make_broker_process: Any
     assert by_key[keys[9]] == [(last[keys[9]], None)], "the tombstone is still there"
     assert len(by_key) == 10 + 200
     assert [o for o, _, _ in seen] == sorted(o for o, _, _ in seen)
-    high = Consumer({"bootstrap.servers": bs, "group.id": "wm"}).get_watermark_offsets(TopicPartition("profiles", 0), timeout=TIMEOUT)
-    assert high == (0, len(updates)), "the log start and end do not move; survivors keep their offsets"
+    probe = Consumer({"bootstrap.servers": bs, "group.id": "wm"})
+    watermarks = probe.get_watermark_offsets(TopicPartition("profiles", 0), timeout=TIMEOUT)
+    probe.close()
+    assert watermarks == (0, len(updates)), "the log start and end do not move; survivors keep their offsets"
 
 
 def commit_many(bootstrap: str, group: str, topic: str, commits: int) -> int:

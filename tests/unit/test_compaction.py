@@ -243,6 +243,28 @@ def test_fetch_over_a_compacted_range_returns_valid_batches_with_gaps(tmp_path: 
     log.close()
 
 
+def test_a_read_steps_over_segments_left_with_empty_batches_only(tmp_path: Path, clock: FakeClock) -> None:
+    one = len(build_batch([(b"k", b"v0")], clock.now_ms()))
+    log = open_log(tmp_path / "t-0", clock, **{"segment.bytes": one + 10})  # one batch per segment, no merging
+    for r in range(12):
+        put(log, clock, (b"k", f"v{r}".encode()))
+    put(log, clock, (b"tail", b"x"))
+    flush(log)
+    clean_partition(log, clock.now_ms())
+    headers = [h for h, _ in batches(log)]
+    assert [h.record_count for h in headers] == [0] * 11 + [1, 1], "each emptied segment keeps its end as an empty batch"
+    assert len(log.segments) == 13
+    # librdkafka takes an answer without a single record for a too-small max bytes: the read goes on.
+    for max_bytes in (1, 1 << 20):
+        result = log.read(0, max_bytes)
+        assert isinstance(result, ReadResult)
+        found = [h for _, h in scan(result.records, verify_crc=True)]
+        assert found[-1].record_count == 1 and found[-1].base_offset == 11
+        assert all(h.record_count == 0 for h in found[:-1])
+    # An ordinary read still stops at its segment.
+    assert [h.base_offset for _, h in scan(log.read(11, 1 << 20).records)] == [11]  # type: ignore[union-attr]
+
+
 # -- tombstones -------------------------------------------------------------------------
 
 
@@ -430,6 +452,21 @@ def test_producer_last_batch_survives_empty_and_state_reloads(tmp_path: Path, cl
         log.close()
 
 
+def test_offset_for_timestamp_looks_past_an_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path / "t-0", clock)
+    put(log, clock, (b"a", b"1"), producer_id=8, producer_epoch=0, base_sequence=0)  # 0: will be emptied
+    clock.advance(1000)
+    put(log, clock, (b"a", b"2"))  # 1
+    roll(log, clock)
+    clock.advance(1000)
+    put(log, clock, (b"tail", b"x"))  # 2
+    flush(log)
+    clean_partition(log, clock.now_ms())
+    assert [(h.base_offset, h.record_count) for h, _ in batches(log)] == [(0, 0), (1, 1), (2, 1)]
+    assert log.offset_for_timestamp(T0) == (1, T0 + 1000)
+    log.close()
+
+
 def _client():  # type: ignore[no-untyped-def]
     from onceflow.log.producer_state import AppendOrigin
 
@@ -456,6 +493,23 @@ def test_aborted_last_batch_of_a_producer_stays_empty_with_its_marker(tmp_path: 
     log = open_log(path, clock)
     assert log.last_stable_offset == log.high_watermark == 3, "no transaction is left open by the replay"
     assert log.producer_state.producer(7).last_data_offset == 0  # type: ignore[union-attr]
+    log.close()
+
+
+def test_a_cleaned_segment_with_a_damaged_index_keeps_its_aborted_entries(tmp_path: Path, clock: FakeClock) -> None:
+    log = open_log(tmp_path / "t-0", clock)
+    txn_put(log, clock, 7, 0, (b"k", b"aborted"))  # 0: the producer's last data batch, kept empty
+    log.append_marker(7, 0, False, 0, clock.now_ms())  # 1
+    put(log, clock, (b"j", b"x"))  # 2
+    roll(log, clock)
+    put(log, clock, (b"tail", b"x"))
+    flush(log)
+    result = build_cleaned(plan_cleaning(log, clock.now_ms(), force=True))  # type: ignore[arg-type]
+    index = segment_files(log.dir, 0, CLEANED_SUFFIX)[0]
+    index.write_bytes(b"\x00\x00\x00")  # not a whole entry: load fails, the indexes are rebuilt
+    assert install_cleaned(log, result, clock.now_ms())
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in log.aborted_transactions(0, 3)] == [(7, 0, 1)]
+    assert records(log) == [(2, b"j", b"x"), (3, b"tail", b"x")]
     log.close()
 
 

@@ -68,10 +68,13 @@ What a pass keeps, batch by batch (Kafka's ``cleanInto`` filter and
   never removed: if its records go, it stays as an empty batch with its
   original header (producer id, epoch, base sequence, offsets), so the
   producer's state can be rebuilt from the log after a restart.
-* The last batch of every group is kept too (empty if need be), so that
-  each new segment ends exactly where the segments it replaces ended
-  (Kafka keeps the last batch of the whole pass; keeping it per group makes
-  "which old segments does a ``.swap`` replace" a plain offset range).
+* The last batch of a group is kept too (empty if need be) when nothing
+  else of the group's last segment is, so that each new segment reaches
+  into the last segment it replaces (Kafka keeps the last batch of the
+  whole pass; keeping one per group makes "which old segments does a
+  ``.swap`` replace" a plain offset range: those whose base offset is
+  below the swap segment's next offset).  A new segment may therefore end
+  before the next one starts: reads step over such gaps.
 
 A batch that keeps all its records (and needs no horizon stamp) is copied
 byte for byte.  Otherwise it is re-encoded (``records.encode_batch``) with
@@ -81,6 +84,24 @@ partition leader epoch, attributes (minus the codec: the new batch is
 (offset delta, timestamp delta, key, value, headers), a max timestamp
 recomputed from the kept records for CreateTime batches (as Kafka's
 builder does; LogAppendTime keeps it), and a fresh CRC32C.
+
+The broker (``Broker._timers``) runs a pass over every partition that needs
+one each ``log.cleaner.backoff.ms`` when ``log.cleaner.enable``, one
+partition at a time, and logs one line per cleaned partition.
+
+Where this differs from Kafka, and why:
+
+* Keyless records are kept (Kafka's cleaner drops them): Onceflow does not
+  refuse them on produce, so dropping them later would lose data silently.
+* The offset map holds the keys themselves, not 16-byte MD5 digests (no
+  collisions); its size is charged ``len(key) + 100`` bytes per key against
+  ``log.cleaner.dedupe.buffer.size``.
+* One cleaner, no I/O throttle; a partition whose data does not parse is
+  left alone until restart (Kafka's "uncleanable" partitions).
+* Empty batches are kept per group, not per pass (see above); since a
+  segment may then hold nothing but empty batches, ``PartitionLog.read``
+  reads on past such a segment (librdkafka fails a fetch answer without a
+  single record after a few tries).
 """
 
 from __future__ import annotations
@@ -291,7 +312,7 @@ def plan_cleaning(log_: PartitionLog, now_ms: int, *, force: bool = False) -> Cl
     ``force`` ignores the dirty ratio (and re-cleans the clean section even
     with nothing dirty: tombstones and markers past their horizon go).
     """
-    if log_.closed or len(log_.segments) < 2:
+    if log_.closed or not log_.config.compact_enabled or len(log_.segments) < 2:
         return None
     if force:
         offsets = cleanable_offsets(log_, now_ms)
@@ -523,6 +544,9 @@ class _GroupFilter:
     offsets: dict[bytes, int]
     latest: int
     tracker: _TxnTracker
+    builder: SegmentBuilder
+    #: Base offset and next offset of the group's last old segment.
+    last_base: int
     group_end: int
     stats: CleanerStats
 
@@ -546,8 +570,8 @@ class _GroupFilter:
             discard_records = can_discard
         if header.has_producer_id and self._is_last_of_producer(header):
             retention = _Retention.RETAIN_EMPTY
-        elif header.next_offset == self.group_end:
-            retention = _Retention.RETAIN_EMPTY
+        elif header.next_offset == self.group_end and self.builder.next_offset <= self.last_base:
+            retention = _Retention.RETAIN_EMPTY  # nothing of the group's last segment is kept: mark its end
         elif discard_records:
             retention = _Retention.DELETE
         else:
@@ -650,7 +674,8 @@ def build_cleaned(plan: CleaningPlan, abort: threading.Event | None = None) -> C
             builder = SegmentBuilder(plan.directory, group[0].base_offset, plan.index_interval_bytes)
             builders.append(builder)
             tracker.sink = builder
-            filt = _GroupFilter(plan, offsets, end_offset - 1, tracker, group[-1].next_offset, result.stats)
+            filt = _GroupFilter(plan, offsets, end_offset - 1, tracker, builder, group[-1].base_offset,
+                                group[-1].next_offset, result.stats)
             for view in group:
                 result.stats.bytes_read += view.size
                 for header, batch in _read_batches(view, abort):

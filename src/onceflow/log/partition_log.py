@@ -36,7 +36,9 @@ overlapping what they read, from the segments' transaction indexes.
 *Reads* (``read``) return the stored bytes from the batch holding the fetch
 offset up to ``max_bytes`` (at least one whole batch when ``min_one``,
 KIP-74), never past the high watermark (the last stable offset for
-read_committed), and never across a segment boundary.
+read_committed), and never across a segment boundary, except past a
+segment that compaction left with empty batches only (see
+``_read_past_empty_batches``).
 
 *Recovery*: after a clean shutdown segments are opened from their indexes.
 After a crash every segment above the recovery point (the active one: older
@@ -82,8 +84,9 @@ from ..records.batch import (
 from ..records.batch import scan
 from ..records.control import build_marker, read_marker
 from ..records.records import iter_records
-from .aborted_index import AbortedTxn
+from .aborted_index import AbortedTxn, TransactionIndex
 from .durability import DIRECT, SegmentWriter
+from .index import IndexCorrupt
 from .producer_state import AppendOrigin, CompletedTxn, Duplicate, ProducerAppendInfo, ProducerStateManager, Refused
 from .segment import (
     CLEANED_SUFFIX,
@@ -139,6 +142,11 @@ def _end_offset(data: bytes) -> int:
     for _, header in scan(data):
         end = header.next_offset
     return end
+
+
+def _holds_records(data: bytes) -> bool:
+    """Whether any complete batch in ``data`` has a record (compaction leaves empty ones)."""
+    return any(header.record_count > 0 for _, header in scan(data))
 
 
 class PartitionLog:
@@ -450,9 +458,47 @@ class PartitionLog:
         if length <= 0:
             return ReadResult(b"", self.high_watermark, self.log_start_offset)
         data = segment.read(position, length)
+        if header.record_count == 0 and not _holds_records(data) and position + len(data) == end == segment.size:
+            data += self._read_past_empty_batches(i + 1, upper, max(max_bytes - len(data), 0), min_one)
         if not committed:
             return ReadResult(data, self.high_watermark, self.log_start_offset)
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.aborted_transactions(offset, _end_offset(data)))
+
+    def _read_past_empty_batches(self, i: int, upper: int, budget: int, min_one: bool) -> bytes:
+        """What a read continues with after a segment that held only empty batches.
+
+        Compaction keeps a producer's last batch (and a group's last) even when
+        all its records are gone, so a segment may hold batches but no record.
+        librdkafka takes a fetch answer without any record for a sign that its
+        max bytes is too small (it doubles it, then fails with
+        MSG_SIZE_TOO_LARGE), so such a read goes on into the following
+        segments, within ``max_bytes`` (but with ``min_one`` the empty batches
+        do not count: the first batch of each segment is read whole), until it
+        holds a record.  Nothing else ever reads across a segment.
+        """
+        chunks: list[bytes] = []
+        while i < len(self.segments):
+            segment = self.segments[i]
+            i += 1
+            if segment.size == 0:
+                continue
+            if segment.base_offset >= upper:
+                break
+            first = segment.find_batch(segment.base_offset)
+            if first is None or first[1].base_offset >= upper:
+                break
+            end = self._position_bound(segment, upper)
+            length = min(budget, end)
+            if length < first[1].size and min_one:
+                length = first[1].size
+            if length <= 0:
+                break
+            chunk = segment.read(0, length)
+            chunks.append(chunk)
+            budget -= len(chunk)
+            if _holds_records(chunk) or len(chunk) < segment.size:
+                break
+        return b"".join(chunks)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), from the
@@ -485,14 +531,18 @@ class PartitionLog:
                 continue
             if segment.base_offset >= self.high_watermark:
                 return None
-            found = segment.find_timestamp(timestamp, self._position_bound(segment, self.high_watermark))
+            bound = self._position_bound(segment, self.high_watermark)
+            found = segment.find_timestamp(timestamp, bound)
             if found is None:
                 continue
-            position, header = found
-            batch = segment.read(position, header.size)
-            for record in iter_records(batch, header):
-                if record.timestamp >= timestamp:
-                    return record.offset, record.timestamp
+            # Usually the batch found holds the record; a batch emptied by compaction
+            # keeps its max timestamp but has none, so go on to the next ones.
+            for position, header in segment.headers_from(found[0], bound):
+                if header.max_timestamp < timestamp or header.record_count == 0:
+                    continue
+                for record in iter_records(segment.read(position, header.size), header):
+                    if record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
@@ -579,8 +629,19 @@ class PartitionLog:
         try:
             new.load()
         except SegmentCorrupt as exc:
+            # Not expected (the cleaner just wrote and fsynced these files).  The
+            # aborted-transaction entries cannot be rebuilt from this segment alone:
+            # carry them over the rebuild of the other indexes.
             log.warning("%s: cleaned segment %s: %s; rebuilding its indexes", self.name, new.log_path.name, exc)
+            kept = TransactionIndex(new.txn_index.path, base_offset)
+            try:
+                kept.load()
+                entries = kept.entries()
+            except IndexCorrupt:
+                entries = []
             new.recover(self.config.index_interval_bytes)
+            for entry in entries:
+                new.txn_index.append(entry)
         self.segments[first : first + len(old)] = [new]
         self._bases[first : first + len(old)] = [base_offset]
         if self._hw_segment in old:  # the high watermark is past every cleaned offset
