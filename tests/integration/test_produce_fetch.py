@@ -67,6 +67,7 @@ def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int
         got.append((msg.partition(), msg.offset(), msg.value()))
         at_end.discard(msg.partition())
     consumer.close()
+    assert at_end == set(partitions), f"no end-of-partition for {set(partitions) - at_end} within {TIMEOUT}s"
     return got
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import make_topic, produce
+from tests.integration.test_produce_fetch import consume_all, make_topic, produce
 
 TIMEOUT = 30
 
@@ -35,30 +35,9 @@ def txn_producer(bootstrap: str, transactional_id: str | None = None, **extra: o
 
 
 def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str) -> list[bytes]:
-    """Everything readable now (up to the high watermark, or the LSO for read_committed),
-    in partition/offset order.
-
-    Reads until librdkafka reports end-of-partition for every partition, so the answer
-    does not depend on timing.
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "isolation.level": isolation,
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    got: list[tuple[int, int, bytes]] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + TIMEOUT
-    while at_end != set(partitions):
-        assert time.monotonic() < deadline, f"no end-of-partition for {set(partitions) - at_end}"
-        msg = consumer.poll(0.1)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-            at_end.add(msg.partition())
-            continue
-        got.append((msg.partition(), msg.offset(), msg.value()))
-        at_end.discard(msg.partition())
-    consumer.close()
+    """Every value readable now (up to the high watermark, or the LSO for read_committed),
+    in partition/offset order."""
+    got = consume_all(bootstrap, topic, partitions, 0, **{"isolation.level": isolation, "group.id": f"reader-{uuid.uuid4()}"})
     return [v for _, _, v in sorted(got)]
 
 

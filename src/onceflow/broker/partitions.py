@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import shutil
 import uuid
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fileio import atomic_write, fsync_dir
 from ..config import BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
 from ..protocol.errors import ErrorCode
 from ..log.durability import DIRECT, SegmentWriter
@@ -112,7 +112,7 @@ class PartitionRegistry:
         self._remove_orphans()
         if marker.exists():
             marker.unlink()
-            _fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir)
 
     def _load_meta(self) -> None:
         path = self.data_dir / META_FILE
@@ -130,7 +130,7 @@ class PartitionRegistry:
         import base64
 
         self.cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        _atomic_write(path, f"version=1\ncluster.id={self.cluster_id}\nnode.id={node_id}\n")
+        atomic_write(path, f"version=1\ncluster.id={self.cluster_id}\nnode.id={node_id}\n")
 
     def _remove_orphans(self) -> None:
         """Partition directories of topics that are no longer registered (a crash mid-delete)."""
@@ -147,7 +147,7 @@ class PartitionRegistry:
                     partition.flush_all()
                 partition.close()
         if clean:
-            _atomic_write(self.data_dir / CLEAN_SHUTDOWN_MARKER, "")
+            atomic_write(self.data_dir / CLEAN_SHUTDOWN_MARKER, "")
 
     def _open_partition(self, topic: Topic, partition: int, now_ms: int) -> PartitionLog:
         directory = self.data_dir / partition_dir_name(topic.name, partition)
@@ -163,7 +163,7 @@ class PartitionRegistry:
 
     def _persist(self) -> None:
         entries = [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)]
-        _atomic_write(self.data_dir / TOPICS_FILE, json.dumps(entries, indent=1))
+        atomic_write(self.data_dir / TOPICS_FILE, json.dumps(entries, indent=1))
 
     # -- lookups --------------------------------------------------------------
 
@@ -264,19 +264,3 @@ class PartitionRegistry:
                 fut.set_result(None)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)

@@ -12,8 +12,9 @@ the id of one whose batches are still in some log.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from ..fileio import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +43,6 @@ class ProducerIdBlocks:
         return producer_id
 
     def _reserve(self, block_end: int) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(f"next.block.start={block_end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(self.path, f"next.block.start={block_end}\n")
         self._block_end = block_end
         log.debug("reserved producer ids [%d, %d)", self._next, block_end)

@@ -127,7 +127,8 @@ from ..records.batch import (
 from ..records.control import ABORT, COMMIT
 from ..records.records import encode_batch, encode_record, iter_raw_records
 from .aborted_index import AbortedTxn
-from .segment import CLEANED_SUFFIX, SegmentBuilder, fsync_dir, segment_files
+from ..fileio import atomic_write
+from .segment import CLEANED_SUFFIX, SegmentBuilder, segment_files
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -178,17 +179,7 @@ def read_checkpoint(directory: Path) -> int | None:
 
 def write_checkpoint(directory: Path, topic: str, partition: int, offset: int) -> None:
     """Atomically replace the checkpoint (temp file, fsync, rename, fsync the directory)."""
-    path = directory / CHECKPOINT_FILE
-    tmp = path.with_name(CHECKPOINT_FILE + ".tmp")
-    data = f"{_CHECKPOINT_VERSION}\n1\n{topic} {partition} {offset}\n".encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(directory)
+    atomic_write(directory / CHECKPOINT_FILE, f"{_CHECKPOINT_VERSION}\n1\n{topic} {partition} {offset}\n")
 
 
 # -- planning (event loop) ----------------------------------------------------------

@@ -84,6 +84,7 @@ from ..records.batch import (
 from ..records.batch import scan
 from ..records.control import build_marker, read_marker
 from ..records.records import iter_records
+from ..fileio import fsync_dir
 from .aborted_index import AbortedTxn, TransactionIndex
 from .durability import DIRECT, SegmentWriter
 from .index import IndexCorrupt
@@ -94,7 +95,6 @@ from .segment import (
     Segment,
     SegmentCorrupt,
     complete_interrupted_swaps,
-    fsync_dir,
     rename_segment_files,
     segment_files,
 )

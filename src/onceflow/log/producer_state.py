@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,6 +81,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from ..fileio import atomic_write
 from ..protocol.errors import ErrorCode
 from ..records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
 
@@ -439,18 +439,7 @@ class ProducerStateManager:
             raise ValueError(f"snapshot at {offset} is older than the newest one at {self._snapshots[-1]}")
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / snapshot_name(offset)
-        tmp = path.with_name(path.name + _TMP_SUFFIX)
-        data = _encode_snapshot(self._producers.values())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(self.directory)
+        atomic_write(path, _encode_snapshot(self._producers.values()), _TMP_SUFFIX)
         if not self._snapshots or self._snapshots[-1] != offset:
             self._snapshots.append(offset)
         while len(self._snapshots) > _SNAPSHOTS_KEPT:
@@ -609,14 +598,6 @@ def _decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
             )
         )
     return entries
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = [

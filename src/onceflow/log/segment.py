@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
+from ..fileio import fsync_dir
 from .aborted_index import TransactionIndex
 from .durability import DIRECT, SegmentWriter, pwrite_all
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
@@ -89,14 +90,6 @@ def rename_segment_files(directory: Path, base_offset: int, old_suffix: str, new
     for path in segment_files(directory, base_offset, old_suffix):
         if path.exists():
             os.replace(path, path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix))
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _segment_file_base(name: str) -> tuple[int, str] | None:
