@@ -23,12 +23,14 @@ from tests.wire import WireClient, encode_request
 TIMEOUT = datetime.timedelta(seconds=30)
 
 
-def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
+def produce_request(topic: str, records: bytes, acks: int = -1, partition: int = 0,
+                    transactional_id: str | None = None) -> ProduceRequest:
     return ProduceRequest(
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=i16(acks),
         timeout=i32Timedelta.parse(TIMEOUT),
-        topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=i32(0), records=Records(records)),)),),
+        topic_data=(TopicProduceData(name=topic, partition_data=(
+            PartitionProduceData(index=i32(partition), records=Records(records)),)),),
     )
 
 

@@ -90,3 +90,36 @@ def test_producer_state_survives_a_crash(broker_process: BrokerProcess) -> None:
         assert partition_error(client.request(produce_request("idem-crash", batch(pid, epoch, 5, [b"gap"])))) == \
             ErrorCode.out_of_order_sequence_number
         assert base_offset(client.request(produce_request("idem-crash", batch(pid, epoch, 1, [b"two"])))) == 1
+
+
+def test_a_transactional_write_to_a_partition_outside_the_transaction_is_refused(broker_process: BrokerProcess) -> None:
+    """KIP-890 part 1: the broker checks with the transaction coordinator that the partition was
+    added to the producer's ongoing transaction before it accepts a transactional batch."""
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+    from kio.static.primitive import i8
+
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "verified", 2)
+    with WireClient(bs) as client:
+        assert client.request(FindCoordinatorRequest(key="verifier", key_type=i8(1))).error_code == ErrorCode.none
+        init = client.request(InitProducerIdRequest(transactional_id="verifier",
+                                                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                                                    producer_id=-1, producer_epoch=-1))
+        assert init.error_code == ErrorCode.none
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def txn_produce(partition: int) -> ErrorCode:
+            batch = build_batch([(None, b"t")], 1_700_000_000_000, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                transactional=True)
+            return partition_error(client.request(produce_request("verified", batch, partition=partition,
+                                                                  transactional_id="verifier")))
+
+        assert txn_produce(0) == ErrorCode.invalid_txn_state, "partition 0 was never added to the transaction"
+        added = client.request(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="verifier", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(AddPartitionsToTxnTopic(name="verified", partitions=(1,)),)))
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
+        assert txn_produce(1) == ErrorCode.none
+        assert txn_produce(0) == ErrorCode.invalid_txn_state, "still not part of this transaction"
+        assert end_offset(client, "verified") == 0
