@@ -102,7 +102,6 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -111,6 +110,7 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from ..outbox import Outbox
 from ...timers import Timers
 from ..partitioning import partition_for
 from . import records as rec
@@ -207,8 +207,7 @@ class GroupCoordinator:
         self._timers = Timers()
         self._delayed_joins: dict[str, _DelayedJoin] = {}
         self._sync_generations: dict[str, int] = {}
-        self._outbox: deque[tuple[Callable[[Any], None], Any]] = deque()
-        self._flushing = False
+        self._outbox = Outbox(log, "group coordinator")
         self._active = True
         #: Operations waiting on the store: op id -> how shutdown answers them.
         self._inflight: dict[int, Callable[[], None]] = {}
@@ -233,21 +232,10 @@ class GroupCoordinator:
             self._flush()
 
     def _reply(self, callback: Callable[[Any], None], result: Any) -> None:
-        self._outbox.append((callback, result))
+        self._outbox.post(callback, result)
 
     def _flush(self) -> None:
-        if self._flushing:
-            return
-        self._flushing = True
-        try:
-            while self._outbox:
-                callback, result = self._outbox.popleft()
-                try:
-                    callback(result)
-                except Exception:
-                    log.exception("group coordinator callback %r failed", callback)
-        finally:
-            self._flushing = False
+        self._outbox.flush()
 
     def _now(self) -> int:
         return self._clock.now_ms()

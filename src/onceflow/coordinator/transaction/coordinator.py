@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,6 +80,7 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from ..outbox import Outbox
 from ...timers import Timers
 from .metadata import (
     TransactionMetadata,
@@ -161,8 +161,7 @@ class TransactionCoordinator:
         self._coordinator_epoch = coordinator_epoch
         self._state = TransactionStateManager(config, clock, store, guard=self._guarded)
         self._timers = Timers()
-        self._outbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-        self._flushing = False
+        self._outbox = Outbox(log, "transaction coordinator")
         self._active = True
         #: Requests waiting on the store: op id -> how shutdown answers them.
         self._inflight: dict[int, Callable[[], None]] = {}
@@ -190,25 +189,14 @@ class TransactionCoordinator:
             fn()
 
     def _reply(self, callback: Callable[..., None], *args: Any) -> None:
-        self._outbox.append((callback, args))
+        self._outbox.post(callback, *args)
 
     def _then(self, action: Callable[[], None]) -> None:
         """An internal step, run after the callbacks queued so far."""
-        self._outbox.append((action, ()))
+        self._outbox.post(action)
 
     def _flush(self) -> None:
-        if self._flushing:
-            return
-        self._flushing = True
-        try:
-            while self._outbox:
-                fn, args = self._outbox.popleft()
-                try:
-                    fn(*args)
-                except Exception:
-                    log.exception("transaction coordinator callback %r failed", fn)
-        finally:
-            self._flushing = False
+        self._outbox.flush()
 
     def _deferred(self, callback: Callable[..., None], *shutdown_args: Any) -> Callable[..., None]:
         """A one-shot answer for a request that waits on the store; ``shutdown``
