@@ -1,10 +1,12 @@
 """The sans-I/O framing core: frames cut whole, byte by byte and with trailing data;
+buffer sizes (small when idle, one frame's worth while a large frame arrives);
 limits; header versions; KIP-511."""
 
 from __future__ import annotations
 
 import datetime
 import struct
+import tracemalloc
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -73,7 +75,142 @@ def test_a_frame_larger_than_the_buffer_is_assembled_whole() -> None:
         frames += frames_from(reader)
     assert frames == [body]
     reader.get_buffer(-1)  # empty again: the grown buffer is given back
-    assert len(reader._buf) <= 4 * (256 << 10)
+    assert len(reader._buf) <= SMALL
+
+
+#: What a reader may hold while no large frame is arriving ("a few KiB").
+SMALL = 4 << 10
+
+
+def framed(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def test_an_idle_reader_holds_a_small_buffer() -> None:
+    """Kafka allocates per frame, after reading its size; an idle connection costs a few KiB."""
+    reader = FrameReader(100 << 20)
+    assert len(reader._buf) <= SMALL
+    assert len(reader.get_buffer(256 << 10)) <= SMALL  # a large sizehint (uvloop's) does not grow it
+    reader.receive_data(META12 + META1)
+    assert frames_from(reader) == [META12[4:], META1[4:]]
+    reader.get_buffer(-1)
+    assert len(reader._buf) <= SMALL
+
+
+def test_a_large_frame_gets_exactly_its_size_and_then_the_small_buffer_again() -> None:
+    reader = FrameReader(8 << 20)
+    body = bytes(range(256)) * 4096  # 1 MiB
+    stream = framed(body) + META1
+    buf = reader.get_buffer(-1)
+    first = min(len(buf), 1000)
+    buf[:first] = stream[:first]
+    reader.buffer_updated(first)
+    assert reader.next_frame() is NEED_DATA
+    rest = reader.get_buffer(-1)  # the size is known: room for exactly the rest of the frame, in place
+    assert len(reader._buf) == 4 + len(body) and len(rest) == 4 + len(body) - first
+    rest[:] = stream[first : 4 + len(body)]
+    reader.buffer_updated(len(rest))
+    frame = reader.next_frame()
+    assert frame == body
+    assert reader.next_frame() is NEED_DATA
+    buf = reader.get_buffer(-1)  # the large frame has passed: back to a small buffer
+    assert len(reader._buf) <= SMALL
+    assert frame == body  # the old buffer was replaced, not resized: the view still reads the frame
+    del frame
+    buf[: len(META1)] = META1
+    reader.buffer_updated(len(META1))
+    assert frames_from(reader) == [META1[4:]]
+    # The same through receive_data, with the large frame and the next one in one chunk.
+    reader.receive_data(stream)
+    assert frames_from(reader) == [body, META1[4:]]
+    reader.get_buffer(-1)
+    assert len(reader._buf) <= SMALL
+
+
+# Small frames around frames just above and far above the small buffer, so that every
+# transition (small -> grown -> small, a prefix split across reads) is crossed.
+PIPELINED = [META12[4:], b"\x01" * (SMALL - 3), META1[4:], bytes(range(256)) * 40, b"", META12[4:], b"\x02" * 7]
+PIPELINED_STREAM = b"".join(framed(f) for f in PIPELINED)
+LARGEST = max(len(f) for f in PIPELINED)
+
+
+def test_pipelined_frames_split_at_every_byte_boundary() -> None:
+    for cut in range(len(PIPELINED_STREAM) + 1):
+        reader = FrameReader(1 << 20)
+        reader.receive_data(PIPELINED_STREAM[:cut])
+        got = frames_from(reader)
+        reader.receive_data(PIPELINED_STREAM[cut:])
+        got += frames_from(reader)
+        assert got == PIPELINED, cut
+        assert reader.buffered == 0
+        reader.get_buffer(-1)
+        assert len(reader._buf) <= SMALL, cut
+
+
+@pytest.mark.parametrize("mode", ["receive_data", "get_buffer"])
+def test_pipelined_frames_fed_one_byte_at_a_time(mode: str) -> None:
+    reader = FrameReader(1 << 20)
+    got: list[bytes] = []
+    for i in range(len(PIPELINED_STREAM)):
+        if mode == "receive_data":
+            reader.receive_data(PIPELINED_STREAM[i : i + 1])
+        else:
+            buf = reader.get_buffer(-1)
+            assert len(buf) >= 1
+            buf[0] = PIPELINED_STREAM[i]
+            reader.buffer_updated(1)
+        got += frames_from(reader)
+        assert len(reader._buf) <= max(SMALL, 4 + LARGEST)  # never more than the frame being read
+    assert got == PIPELINED
+
+
+def test_pipelined_frames_read_like_a_socket_in_reads_of_every_size() -> None:
+    """As asyncio feeds a BufferedProtocol: each read fills at most what get_buffer offers."""
+    for read_size in [*range(1, 40), 4095, 4096, 4097, 1 << 20]:
+        reader = FrameReader(1 << 20)
+        got: list[bytes] = []
+        pos = 0
+        while pos < len(PIPELINED_STREAM):
+            buf = reader.get_buffer(-1)
+            n = min(len(buf), read_size, len(PIPELINED_STREAM) - pos)
+            buf[:n] = PIPELINED_STREAM[pos : pos + n]
+            reader.buffer_updated(n)
+            pos += n
+            got += frames_from(reader)
+            assert len(reader._buf) <= max(SMALL, 4 + LARGEST), read_size
+        assert got == PIPELINED, read_size
+        reader.get_buffer(-1)
+        assert len(reader._buf) <= SMALL
+
+
+@pytest.mark.parametrize("size", [(64 << 20) + 1, 2**31 - 1, -1, -(2**31)])
+def test_a_refused_size_prefix_is_never_allocated_for(size: int) -> None:
+    limit = 64 << 20
+    reader = FrameReader(limit)
+    tracemalloc.start()
+    try:
+        buf = reader.get_buffer(-1)
+        buf[:4] = struct.pack(">i", size)
+        reader.buffer_updated(4)
+        reader.get_buffer(-1)  # where a checked size would make the buffer grow
+        reader.receive_data(b"\x00" * 100)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert len(reader._buf) <= SMALL
+    with pytest.raises(FrameTooLarge):
+        reader.next_frame()
+    # The control: a size at the limit is allocated for, once its prefix is known.
+    reader = FrameReader(limit)
+    reader.receive_data(struct.pack(">i", limit))
+    tracemalloc.start()
+    try:
+        reader.get_buffer(-1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak >= limit and len(reader._buf) == 4 + limit
 
 
 def test_oversized_and_negative_frames_are_refused_before_buffering() -> None:

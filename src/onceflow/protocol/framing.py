@@ -1,9 +1,12 @@
 """Size-prefixed Kafka frames in, requests out; responses in, frames out.
 
 Theory of operation (sans-I/O, after h11): the server owns the socket and
-feeds whatever bytes arrive to ``FrameReader.receive_data``; ``next_frame``
-then hands back one complete request frame (the bytes after the 4-byte size
-prefix) or ``NEED_DATA``.  ``parse_request`` turns a frame into a
+feeds whatever bytes arrive to ``FrameReader.receive_data`` (or lets the
+socket read straight into the reader's buffer); ``next_frame`` then hands
+back one complete request frame (the bytes after the 4-byte size prefix) or
+``NEED_DATA``.  The reader's memory follows the frame being read, as in
+Kafka: a few KiB while a connection is idle, one frame's worth while a large
+frame arrives (see ``FrameReader``).  ``parse_request`` turns a frame into a
 ``Request``: the header (v1, or v2 for flexible versions), then the body,
 both decoded by kio.  ``encode_response`` does the reverse, choosing the
 response header version the request's API version calls for.
@@ -55,8 +58,8 @@ NEED_DATA: Final = _NeedData()
 
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
-_INITIAL_BUFFER = 256 << 10
-_MIN_ROOM = 64 << 10
+#: What an idle connection holds: room for the size prefix and a few small requests.
+_SMALL_BUFFER = 4 << 10
 
 
 class FrameReader:
@@ -69,15 +72,35 @@ class FrameReader:
     buffer: it is valid until the next call that adds data, so a frame must
     be parsed before more bytes are read (kio copies what it keeps).
 
-    A frame is always contiguous: once its size prefix is known the buffer
-    grows to hold all of it.  A buffer grown for one large frame shrinks back
-    when it is empty again.
+    Buffer policy, after Kafka's ``NetworkReceive``, which reads the 4-byte
+    size and only then allocates that many bytes: memory follows the frame
+    being read, not the connection.
+
+    - An idle or new connection holds a small buffer (``_SMALL_BUFFER``,
+      4 KiB): enough for the size prefix and for many small requests, so
+      thousands of idle connections cost a few KiB each (a 256 KiB buffer
+      per connection once took 4,000 idle connections to 1 GiB).
+    - Once a frame's size prefix has arrived and has been checked against
+      ``max_frame_bytes``, a frame that does not fit gets a buffer of
+      exactly its size, so the socket reads the rest straight into place
+      and the frame is contiguous.  A size that ``next_frame`` refuses
+      (negative or too large) is never allocated for.
+    - A buffer more than twice the size of what it must hold (a large frame
+      has passed) is replaced by a right-sized one, the small buffer when
+      the connection is between frames, so the memory goes back to the
+      allocator at once and not when the connection closes.
+    - ``get_buffer`` ignores ``sizehint``: the buffer never grows beyond the
+      frame being read to make a read larger.
+
+    A buffer with views handed out is never resized (that would raise
+    BufferError or invalidate them): it is replaced by a new bytearray, or
+    its unread bytes slide to the front with a same-length slice assignment.
     """
 
     __slots__ = ("_buf", "_start", "_end", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
-        self._buf = bytearray(_INITIAL_BUFFER)
+        self._buf = bytearray(_SMALL_BUFFER)
         self._start = 0
         self._end = 0
         self.max_frame_bytes = max_frame_bytes
@@ -87,8 +110,8 @@ class FrameReader:
         return self._end - self._start
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
-        """Free space at the end of the buffer for the next read (at least 64 KiB)."""
-        self._make_room(max(sizehint, _MIN_ROOM))
+        """Free space at the end of the buffer for the next read (at least one byte)."""
+        self._make_room(1)
         return memoryview(self._buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -100,25 +123,26 @@ class FrameReader:
         self._end += len(data)
 
     def _make_room(self, want: int) -> None:
-        pending = self._end - self._start
+        """Make ``want`` bytes free after the buffered ones, and room for all of the current frame."""
+        buf, start, end = self._buf, self._start, self._end
+        pending = end - start
         if pending == 0:
-            self._start = self._end = 0
-            if len(self._buf) > 4 * _INITIAL_BUFFER and want <= _INITIAL_BUFFER:
-                self._buf = bytearray(_INITIAL_BUFFER)  # a large frame has passed: give the memory back
-        if len(self._buf) - self._end >= want:
-            return
-        needed = pending + want
+            self._start = self._end = start = end = 0
+        need = pending + want
         if pending >= 4:
-            (size,) = _SIZE.unpack_from(self._buf, self._start)
-            if 0 <= size <= self.max_frame_bytes:
-                needed = max(needed, 4 + size)
-        if needed <= len(self._buf):
-            # Slide the unread bytes to the front (same length: allowed with views alive).
-            self._buf[:pending] = self._buf[self._start : self._end]
+            (size,) = _SIZE.unpack_from(buf, start)
+            if need < 4 + size and 0 <= size <= self.max_frame_bytes:  # next_frame refuses any other size
+                need = 4 + size
+        capacity = len(buf)
+        right_sized = capacity <= _SMALL_BUFFER or 2 * need > capacity
+        if right_sized and start + need <= capacity:
+            return
+        if right_sized and need <= capacity:
+            buf[:pending] = buf[start:end]  # same length: allowed with views alive
         else:
-            grown = bytearray(max(needed, 2 * len(self._buf)))
-            grown[:pending] = self._buf[self._start : self._end]
-            self._buf = grown
+            fresh = bytearray(max(need, _SMALL_BUFFER))
+            fresh[:pending] = buf[start:end]
+            self._buf = fresh
         self._start, self._end = 0, pending
 
     def next_frame(self) -> memoryview | _NeedData:
