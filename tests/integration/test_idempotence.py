@@ -122,4 +122,15 @@ def test_a_transactional_write_to_a_partition_outside_the_transaction_is_refused
         assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
         assert txn_produce(1) == ErrorCode.none
         assert txn_produce(0) == ErrorCode.invalid_txn_state, "still not part of this transaction"
+        # Produce v11 clients know KIP-890's TRANSACTION_ABORTABLE, and get it (Kafka 4).
+        from kio.schema.produce.v11.request import PartitionProduceData, ProduceRequest, TopicProduceData
+        from kio.static.primitive import Records, i16, i32
+
+        batch = build_batch([(None, b"t")], 1_700_000_000_000, producer_id=pid, producer_epoch=epoch, base_sequence=1,
+                            transactional=True)
+        v11 = client.request(ProduceRequest(
+            transactional_id="verifier", acks=i16(-1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            topic_data=(TopicProduceData(name="verified", partition_data=(
+                PartitionProduceData(index=i32(0), records=Records(batch)),)),)))
+        assert v11.responses[0].partition_responses[0].error_code == ErrorCode.transaction_abortable
         assert end_offset(client, "verified") == 0

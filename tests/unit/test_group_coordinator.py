@@ -149,9 +149,10 @@ class Harness:
         return box
 
     def txn_commit(self, offsets, producer_id=1000, epoch=0, group="g", generation=-1, member_id="",
-                   instance=None) -> Box:
+                   instance=None, verify=None) -> Box:
         box = Box()
-        self.coord.commit_transactional_offsets(group, producer_id, epoch, generation, member_id, instance, offsets, box)
+        self.coord.commit_transactional_offsets(group, producer_id, epoch, generation, member_id, instance, offsets, box,
+                                                verify)
         return box
 
     def end_txn(self, producer_id=1000, commit=True, group="g") -> None:

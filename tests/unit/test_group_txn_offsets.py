@@ -111,6 +111,24 @@ def test_request_validation() -> None:
     assert h.txn_commit({}).one == {}
 
 
+def test_a_commit_the_transaction_coordinator_does_not_verify_writes_nothing() -> None:
+    """Issue 7, defect 2: the group's offsets partition must be in the producer's transaction
+    (KIP-890 part 1).  Whatever the verification answers is the answer, and nothing is written,
+    so no transaction nobody knows of is opened in __consumer_offsets."""
+    h = Harness()
+    asked: list[int] = []
+    for refusal in (E.invalid_txn_state, E.invalid_producer_id_mapping, E.invalid_producer_epoch,
+                    E.concurrent_transactions, E.transaction_abortable):
+        box = h.txn_commit({T0: O(5), T1: O(6)}, verify=lambda p, r=refusal: asked.append(p) or r)  # type: ignore[func-returns-value]
+        assert box.one == {T0: refusal, T1: refusal}
+        assert not h.store.pending and h.coord.group("g") is None
+        assert h.fetch(T0, require_stable=True) == NONE, "nothing pending, nothing unstable"
+    assert set(asked) == {h.coord.partition_for("g")}
+    box = h.txn_commit({T0: O(5)}, verify=lambda p: E.none)
+    h.store.complete_all()
+    assert box.one == {T0: E.none} and h.fetch(T0, require_stable=True) == UNSTABLE
+
+
 # ============================================================ KIP-447 fencing
 
 

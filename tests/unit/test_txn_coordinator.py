@@ -782,26 +782,26 @@ def test_partition_in_transaction() -> None:
     check = h.coord.partition_in_transaction
     assert check("unknown", 1, 0, "a", 0) is E.invalid_producer_id_mapping
     pid, epoch = h.init_ok()
-    assert check("t", pid, epoch, "a", 0) is E.invalid_txn_state  # Empty: nothing added
+    assert check("t", pid, epoch, "a", 0) is E.transaction_abortable  # Empty: nothing added
     adding = h.add("t", pid, epoch, ("a", 0))
-    assert check("t", pid, epoch, "a", 0) is E.invalid_txn_state  # not yet durable
+    assert check("t", pid, epoch, "a", 0) is E.transaction_abortable  # not yet durable
     h.store.complete_all()
     assert adding.one == {("a", 0): E.none}
     assert check("t", pid, epoch, "a", 0) is E.none
-    assert check("t", pid, epoch, "a", 1) is E.invalid_txn_state
+    assert check("t", pid, epoch, "a", 1) is E.transaction_abortable
     assert check("t", pid + 1, epoch, "a", 0) is E.invalid_producer_id_mapping
-    assert check("t", pid, epoch + 1, "a", 0) is E.invalid_producer_epoch
+    assert check("t", pid, epoch + 1, "a", 0) is E.producer_fenced
     assert check("", pid, epoch, "a", 0) is E.invalid_request
     h.end("t", pid, epoch)
     h.store.complete_all()
     assert check("t", pid, epoch, "a", 0) is E.concurrent_transactions  # completing
     h.markers.complete()
     h.store.complete_all()
-    assert check("t", pid, epoch, "a", 0) is E.invalid_txn_state  # completed
+    assert check("t", pid, epoch, "a", 0) is E.transaction_abortable  # completed
     # A fenced producer.
     h.begin("t", pid, epoch, ("a", 0))
     h.init("t")
-    assert check("t", pid, epoch, "a", 0) is E.invalid_producer_epoch
+    assert check("t", pid, epoch, "a", 0) is E.producer_fenced
 
 
 # ================================================================ timeouts
@@ -829,7 +829,7 @@ def test_timed_out_transaction_is_aborted_with_epoch_bump() -> None:
     assert h.end("t", pid, epoch, commit=True).one is E.producer_fenced
     assert h.end("t", pid, epoch, commit=False).one is E.producer_fenced
     assert h.add("t", pid, epoch, ("a", 0)).one == {("a", 0): E.producer_fenced}
-    assert h.coord.partition_in_transaction("t", pid, epoch, "a", 0) is E.invalid_producer_epoch
+    assert h.coord.partition_in_transaction("t", pid, epoch, "a", 0) is E.producer_fenced
     # A new instance takes over with a higher epoch.
     assert h.init_ok() == (pid, epoch + 2)
 

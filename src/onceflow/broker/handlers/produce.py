@@ -20,9 +20,10 @@ transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka
 answers) and, with ``transaction.partition.verification.enable`` (KIP-890
 part 1), its partition must already be in that producer's ongoing
 transaction according to the transaction coordinator: otherwise
-INVALID_TXN_STATE, so a late write of an aborted transaction cannot open a
-transaction nobody will ever finish.  Coordinator errors a client would not
-retry on a produce are answered NOT_ENOUGH_REPLICAS, as Kafka does.
+INVALID_TXN_STATE (TRANSACTION_ABORTABLE from Produce v11 on), so a late
+write of an aborted transaction cannot open a transaction nobody will ever
+finish.  Coordinator errors a client would not retry on a produce are
+answered NOT_ENOUGH_REPLICAS, as Kafka does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ...records.batch import HEADER_SIZE, Invalid, read_header
-from .common import NO_THROTTLE, Request, build, ms, responses, timestamp
+from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, verification_error
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -83,7 +84,8 @@ def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
                 out.error = ErrorCode.corrupt_message
                 out.message = "empty record set"
             else:
-                error = _transaction_check(broker, transactional_id, name, pdata.index, pdata.records, verify)
+                error = _transaction_check(broker, transactional_id, name, pdata.index, pdata.records, verify,
+                                           request.api_version >= _GENERIC_TXN_ERRORS_FROM)
                 if error is not None:
                     out.error = error
                 else:
@@ -104,6 +106,9 @@ def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
     return _response(request, outcomes)
 
 
+#: Produce v11 (KIP-890) is the first version whose clients handle TRANSACTION_ABORTABLE.
+_GENERIC_TXN_ERRORS_FROM = 11
+
 _RETRIABLE_VERIFICATION = {
     ErrorCode.concurrent_transactions,
     ErrorCode.not_coordinator,
@@ -113,7 +118,7 @@ _RETRIABLE_VERIFICATION = {
 
 
 def _transaction_check(broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes,
-                       verify: bool) -> ErrorCode | None:
+                       verify: bool, generic_errors: bool) -> ErrorCode | None:
     if len(records) < HEADER_SIZE:
         return None  # the log refuses it with the right error
     header = read_header(records)
@@ -128,7 +133,7 @@ def _transaction_check(broker: Broker, transactional_id: str | None, topic: str,
         return None
     if error in _RETRIABLE_VERIFICATION:
         return ErrorCode.not_enough_replicas
-    return error
+    return verification_error(error, generic_errors)
 
 
 def _append(broker: Broker, partition: Any, records: bytes, now: int, out: _PartitionOutcome, conn: KafkaProtocol) -> None:

@@ -8,6 +8,10 @@ coordinators.  Version quirks kept from Kafka's KafkaApis:
 
 * PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to clients too old to
   know it (InitProducerId < v4, AddPartitionsToTxn/AddOffsetsToTxn/EndTxn < v2);
+* TxnOffsetCommit is verified with the transaction coordinator first (KIP-890
+  part 1, ``transaction.partition.verification.enable``): the group's offsets
+  partition must be in the producer's ongoing transaction, as Kafka's
+  GroupCoordinator.handleTxnCommitOffsets checks;
 * AddPartitionsToTxn: if any partition does not exist, the whole request fails:
   UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for the rest.
   Only the client versions (0-3) are served: v4+ is Kafka's broker-to-broker
@@ -22,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from .common import NO_THROTTLE, Request, build, instant, ms, responses
+from ..stores import OFFSETS_TOPIC
+from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error
 from .groups import _via_callback
 
 if TYPE_CHECKING:
@@ -30,8 +35,6 @@ if TYPE_CHECKING:
     from ..server import KafkaProtocol
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def _unfence(error: ErrorCode, request: Request, first_version_knowing_it: int) -> ErrorCode:
@@ -140,11 +143,20 @@ def handle_txn_offset_commit(broker: Broker, request: Request, conn: KafkaProtoc
 
     if not offsets:
         return respond({})
+    verify = None
+    if broker.config["transaction.partition.verification.enable"]:
+        generic_errors = request.api_version >= 4  # KIP-890: v4 clients know TRANSACTION_ABORTABLE
+
+        def verify(partition: int) -> ErrorCode:
+            error = broker.txns.partition_in_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                         OFFSETS_TOPIC, partition)
+            return verification_error(error, generic_errors)
+
     return _via_callback(
         lambda cb: broker.groups.commit_transactional_offsets(
             body.group_id, body.producer_id, body.producer_epoch,
             getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
-            offsets, cb,
+            offsets, cb, verify,
         ),
         respond,
     )

@@ -1509,6 +1509,7 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+        verify: Callable[[int], ErrorCode] | None = None,
     ) -> None:
         """TxnOffsetCommit (KIP-98; Kafka's handleTxnCommitOffsets).
 
@@ -1522,14 +1523,27 @@ class GroupCoordinator:
         KIP-447) they are validated as for OffsetCommit: UNKNOWN_MEMBER_ID,
         FENCED_INSTANCE_ID, ILLEGAL_GENERATION.
 
-        The producer's epoch is checked by the partition log when the store
-        appends the batch (its error comes back per partition).
+        ``verify(offsets_partition)`` asks the transaction coordinator
+        whether the group's ``__consumer_offsets`` partition is in the
+        producer's ongoing transaction (KIP-890 part 1); anything but NONE is
+        the answer, and nothing is written.  Without it, a commit outside any
+        transaction (no AddOffsetsToTxn, another producer id, a stale epoch)
+        would open a transaction in that partition that no coordinator
+        knows and no timeout ends: pending offsets forever, a pinned LSO
+        (issue 7).  The producer's epoch is checked again by the partition
+        log when the store appends the batch.
         """
         with self._api():
             error = self._validate_group_status(group_id, allow_empty_id=False)
             if error is None and producer_id < 0:
                 # Not a transactional producer: the batch could not be one.
                 error = ErrorCode.invalid_producer_id_mapping
+            if error is None and verify is not None:
+                verified = verify(self.partition_for(group_id))
+                if verified is not ErrorCode.none:
+                    log.info("transactional offset commit of producer %d for group %s refused: %s", producer_id,
+                             group_id, verified.name)
+                    error = verified
             if error is not None:
                 self._reply(callback, {tp: error for tp in offsets})
                 return

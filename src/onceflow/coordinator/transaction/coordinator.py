@@ -26,8 +26,9 @@ Kafka's state machine (``metadata.TransactionState``):
   CompleteCommit/CompleteAbort.  Markers that fail are retried after
   ``MARKER_RETRY_BACKOFF_MS``; a partition that no longer exists counts as
   done.
-* The produce path asks ``partition_in_transaction`` whether a transactional
-  batch may be appended (KIP-890 part 1 verification).
+* The produce path and TxnOffsetCommit ask ``partition_in_transaction``
+  whether a transactional write may be appended to a partition (KIP-890
+  part 1 verification).
 
 Every change follows prepare -> persist -> complete (``metadata.py``): the
 metadata is only changed once the store reports its record durable; while a
@@ -470,24 +471,23 @@ class TransactionCoordinator:
     def partition_in_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int
     ) -> ErrorCode:
-        """May a transactional batch of this producer be appended to (topic, partition)?
+        """May a transactional write of this producer go to (topic, partition)?
 
         KIP-890 part 1: Kafka's handleVerifyPartitionsInTransaction (the
-        AddPartitionsToTxn v4 ``verifyOnly`` check) as the produce path sees
-        it after AddPartitionsToTxnManager's translation:
+        AddPartitionsToTxn v4 ``verifyOnly`` check), asked before a
+        transactional Produce and before a TxnOffsetCommit (for the group's
+        ``__consumer_offsets`` partition):
 
         * NONE: the id's producer id and epoch match and the partition is in
           the current transaction;
         * INVALID_PRODUCER_ID_MAPPING: unknown id, or another producer id;
-        * INVALID_PRODUCER_EPOCH: another epoch (the coordinator's
-          PRODUCER_FENCED; "producers expect INVALID_PRODUCER_EPOCH here");
-        * CONCURRENT_TRANSACTIONS: the transaction is completing (the produce
-          handler turns it into the retriable NOT_ENOUGH_REPLICAS, as Kafka's
-          ReplicaManager does);
-        * INVALID_TXN_STATE: the partition is not in the transaction (Kafka
-          3.x; 4.x says TRANSACTION_ABORTABLE to clients that know it);
+        * PRODUCER_FENCED: another epoch;
+        * CONCURRENT_TRANSACTIONS: the transaction is completing;
+        * TRANSACTION_ABORTABLE: the partition is not in the transaction;
         * NOT_COORDINATOR after shutdown, INVALID_REQUEST for an empty id.
 
+        Callers translate these for the request version as Kafka's
+        AddPartitionsToTxnManager does (``handlers.common.verification_error``).
         The pending state is not checked (Kafka's final check is the append).
         """
         if not self._active:
@@ -498,12 +498,12 @@ class TransactionCoordinator:
         if md is None or md.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if md.producer_epoch != producer_epoch:
-            return ErrorCode.invalid_producer_epoch
+            return ErrorCode.producer_fenced
         if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return ErrorCode.concurrent_transactions
         if (topic, partition) in md.topic_partitions:
             return ErrorCode.none
-        return ErrorCode.invalid_txn_state
+        return ErrorCode.transaction_abortable
 
     # ================================================================ EndTxn
 
