@@ -81,10 +81,10 @@ def read_partition(bootstrap: str, topic: str, isolation: str = "read_uncommitte
         consumer.close()
 
 
-def produce_keyed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]]) -> dict[bytes, int]:
+def produce_keyed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]], **extra: object) -> dict[bytes, int]:
     """Produce (key, value) pairs in order; returns each key's last acknowledged offset."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
-                         "batch.num.messages": 20})
+                         "batch.num.messages": 20, **extra})
     last: dict[bytes, int] = {}
     errors: list[Any] = []
 
@@ -232,3 +232,38 @@ def test_transactional_topic_compacts_without_exposing_aborted_records(make_brok
     producer.produce("accounts", b"after", key=keys[0], partition=0)
     producer.commit_transaction(TIMEOUT)
     assert read_partition(bs, "accounts", "read_committed")[-1][2] == b"after"
+
+
+def test_a_committed_value_survives_an_aborted_one_whose_abort_is_segments_later(make_broker_process: Any) -> None:
+    """Issue 7, defect 1 under compaction, end to end: K's committed value, then an aborted value
+    of K whose ABORT marker lands several 1 KiB segments later, while another transaction holds
+    the LSO between them.  The cleaner must know K's second value was aborted: K keeps its
+    committed value through every pass."""
+    broker = make_broker_process(**FAST_CLEANER)
+    bs = broker.bootstrap_servers
+    make_topic(bs, "balances", 1, **{"cleanup.policy": "compact", "segment.bytes": "1024", "delete.retention.ms": "0",
+                                      "min.cleanable.dirty.ratio": "0.01"})
+    one_per_batch = {"batch.num.messages": 1}
+    committed_at = produce_keyed(bs, "balances", [(b"K", b"committed")])[b"K"]
+    aborting, holding = txn_producer(bs), txn_producer(bs)
+    aborting.begin_transaction()
+    aborting.produce("balances", b"aborted", key=b"K", partition=0)
+    aborting.flush(TIMEOUT)
+    produce_keyed(bs, "balances", [(f"a-{i}".encode(), b"x" * 100) for i in range(12)], **one_per_batch)
+    holding.begin_transaction()
+    holding.produce("balances", b"held", key=b"L", partition=0)
+    holding.flush(TIMEOUT)
+    produce_keyed(bs, "balances", [(f"b-{i}".encode(), b"x" * 100) for i in range(24)], **one_per_batch)
+    aborting.abort_transaction(TIMEOUT)
+    directory = partition_dir(broker, "balances")
+    wait_for(lambda: cleaned_through(directory, committed_at + 1), what="the cleaner to pass K's two values")
+
+    def value_of_k() -> list[bytes | None]:
+        return [v for _, k, v in read_partition(bs, "balances", "read_committed") if k == b"K"]
+
+    assert value_of_k() == [b"committed"]
+    holding.commit_transaction(TIMEOUT)
+    last = produce_keyed(bs, "balances", [(f"c-{i}".encode(), b"x" * 100) for i in range(24)], **one_per_batch)
+    wait_for(lambda: cleaned_through(directory, min(last.values())), what="the cleaner to pass the ABORT marker")
+    assert value_of_k() == [b"committed"]
+    assert b"aborted" not in [v for _, _, v in disk_records(directory)]

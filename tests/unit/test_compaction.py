@@ -731,3 +731,32 @@ def test_encode_batch_builds_what_iter_records_reads(clock: FakeClock) -> None:
                          producer_id=3, producer_epoch=1, base_sequence=-1, records=[])
     header = next(h for _, h in scan(empty, verify_crc=True))
     assert header.size == HEADER_SIZE and header.record_count == 0 and read_marker(empty, header) is None
+
+
+def test_an_aborted_value_whose_abort_is_segments_later_never_replaces_the_committed_one(tmp_path: Path, clock: FakeClock) -> None:
+    """Issue 7, defect 1 under compaction: K's committed value, then an aborted value of K in a
+    transaction that stays open across several rolls.  Another producer's transaction, still
+    open, holds the LSO (so the cleanable range) a segment after the aborted record; the ABORT
+    marker lands further on.  The cleaner must still see the abort and keep the committed value:
+    K must never vanish."""
+    log = open_log(tmp_path / "t-0", clock, **{"segment.bytes": 1024, "delete.retention.ms": 0})
+    put(log, clock, (b"K", b"committed"))  # 0
+    txn_put(log, clock, 9, 0, (b"K", b"aborted"))  # 1
+    for i in range(12):
+        put(log, clock, (f"a-{i}".encode(), b"x" * 100))
+    open_at = txn_put(log, clock, 10, 0, (b"L", b"open"))  # holds the LSO from here
+    for i in range(24):
+        put(log, clock, (f"b-{i}".encode(), b"x" * 100))
+    abort_at = log.append_marker(9, 0, False, 0, clock.now_ms())
+    roll(log, clock)
+    assert log.last_stable_offset == open_at
+    assert log.segment_for(abort_at) >= log.segment_for(open_at) + 2 and log.segment_for(open_at) >= 1
+    for _ in range(2):  # the first pass, then one that could drop what the first left
+        clean_partition(log, clock.now_ms(), force=True)
+        assert latest_per_key(records(log))[b"K"] == (0, b"committed")
+    log.append_marker(10, 0, True, 0, clock.now_ms())
+    roll(log, clock)  # everything is cleanable now
+    for _ in range(2):
+        clean_partition(log, clock.now_ms(), force=True)
+        assert latest_per_key(records(log))[b"K"] == (0, b"committed")
+    log.close()

@@ -92,6 +92,16 @@ def test_control_and_inconsistent_batches_are_refused(tmp_path: Path, clock: Fak
     no_pid = build_batch([(None, b"x")], clock.now_ms(), transactional=True)
     result = log.append_produced(no_pid, clock.now_ms())
     assert isinstance(result, Invalid) and result.error is ErrorCode.invalid_record
+    # A producer id without a sequence (issue 7, defect 5): refused as Kafka's LogValidator does,
+    # and the producer's state is untouched, so its next batch in sequence is accepted.
+    for transactional in (False, True):
+        no_seq = build_batch([(None, b"x")], clock.now_ms(), producer_id=5, producer_epoch=0, transactional=transactional)
+        result = log.append_produced(no_seq, clock.now_ms())
+        assert isinstance(result, Invalid) and result.error is ErrorCode.invalid_record
+    assert log.log_end_offset == 0 and log.producer_state.producer(5) is None
+    ok = log.append_produced(build_batch([(None, b"x")], clock.now_ms(), producer_id=5, producer_epoch=0, base_sequence=0),
+                             clock.now_ms())
+    assert not isinstance(ok, Invalid) and ok.base_offset == 0
     log.close()
 
 
@@ -311,4 +321,96 @@ def test_an_abort_before_a_mid_segment_snapshot_survives_a_crash(tmp_path: Path,
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in crashed.aborted_transactions(0, 10)] == [(7, 0, 1)]
     result = crashed.read(0, 1 << 20, committed=True)
     assert isinstance(result, ReadResult) and [a.producer_id for a in result.aborted or []] == [7]
+    crashed.close()
+
+
+def _txn(producer_id: int, seq: int, value: bytes, ts: int, key: bytes | None = None) -> bytes:
+    return build_batch([(key, value)], ts, producer_id=producer_id, producer_epoch=0, base_sequence=seq, transactional=True)
+
+
+def test_an_abort_several_segments_after_the_fetch_is_listed_for_the_fetch(tmp_path: Path, clock: FakeClock) -> None:
+    """Issue 7, defect 1: a transaction open across several rolls and then aborted.  The ABORT's
+    index entry sits segments after the one holding the fetch offset; the lookup must still find
+    it, or read_committed consumers are handed the aborted record as if it were committed."""
+    log = open_log(tmp_path / "t-0", clock, **{"segment.bytes": 1024})
+    assert log.append_produced(_txn(7, 0, b"aborted", clock.now_ms()), clock.now_ms()).base_offset == 0
+    for _ in range(40):
+        log.append_produced(batch(1, clock.now_ms(), size=100), clock.now_ms())
+    abort_at = log.append_marker(7, 0, False, 0, clock.now_ms())
+    flush(log)
+    assert len(log.segments) >= 4 and log.segment_for(abort_at) >= 2, "the marker must land two or more segments on"
+    for fetch_offset in (0, 1, log.segments[1].base_offset):
+        first_segment_end = log.segments[log.segment_for(fetch_offset)].next_offset
+        listed = log.aborted_transactions(fetch_offset, first_segment_end)
+        assert [(a.producer_id, a.first_offset, a.last_offset) for a in listed] == [(7, 0, abort_at)], fetch_offset
+    result = log.read(0, 1 << 20, committed=True)
+    assert isinstance(result, ReadResult) and offsets_of(result.records)[0] == (0, 0)
+    assert [a.producer_id for a in result.aborted or []] == [7], "the fetch carrying offset 0 must say it was aborted"
+    log.close()
+
+
+def test_retention_under_an_open_transaction_keeps_the_lso_at_the_log_start(tmp_path: Path, clock: FakeClock) -> None:
+    """Issue 7, defect 3: retention deletes the segments where an open transaction began.  The
+    last stable offset stays at the log start (Kafka), never below it, so read_committed
+    consumers are never sent out of range; the abort then releases it."""
+    log = open_log(tmp_path / "t-0", clock, **{"segment.bytes": 1024, "retention.bytes": 2048})
+    log.append_produced(_txn(7, 0, b"open", clock.now_ms()), clock.now_ms())
+    for _ in range(40):
+        log.append_produced(batch(1, clock.now_ms(), size=100), clock.now_ms())
+    flush(log)
+    assert log.enforce_retention(clock.now_ms()) > 0 and log.log_start_offset > 0
+    assert log.last_stable_offset == log.log_start_offset
+    empty = log.read(log.last_stable_offset, 1 << 20, committed=True)
+    assert isinstance(empty, ReadResult) and empty.records == b""
+    log.close()  # as after kill -9: the open transaction is rebuilt from the snapshot at the log start
+    log = open_log(tmp_path / "t-0", clock, clean=False, **{"segment.bytes": 1024, "retention.bytes": 2048})
+    assert log.producer_state.ongoing_transactions() == [(7, 0)]
+    assert log.last_stable_offset == log.log_start_offset > 0
+    abort_at = log.append_marker(7, 0, False, 0, clock.now_ms())
+    flush(log)
+    assert log.last_stable_offset == log.high_watermark == abort_at + 1
+    log.close()
+    reopened = open_log(tmp_path / "t-0", clock, clean=False)
+    assert reopened.last_stable_offset == reopened.high_watermark
+    reopened.close()
+
+
+def test_a_crash_after_two_clean_restarts_replays_only_the_active_segment(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 7, defect 4: roll, clean restart, clean restart, kill -9.  Recovery must find a
+    producer-state snapshot at the active segment's base and replay from there, so that restart
+    time does not grow with the log."""
+    from onceflow.log.producer_state import ProducerStateManager
+
+    path = tmp_path / "t-0"
+    settings = {"segment.bytes": 1024}
+    log = open_log(path, clock, **settings)
+    for seq in range(40):
+        log.append_produced(build_batch([(None, b"v" * 100)], clock.now_ms(), producer_id=3, producer_epoch=0,
+                                        base_sequence=seq), clock.now_ms())
+    flush(log)
+    active_base = log.segments[-1].base_offset
+    assert active_base > 0
+    for _ in range(2):  # two clean restarts, each adding a snapshot at the log end
+        log.flush_all()
+        log.close()
+        log = open_log(path, clock, **settings)
+        log.append_produced(build_batch([(None, b"more")], clock.now_ms(), producer_id=3, producer_epoch=0,
+                                        base_sequence=log.producer_state.producer(3).last_seq + 1), clock.now_ms())
+        flush(log)
+    assert log.segments[-1].base_offset == active_base
+    log.close()  # kill -9: no snapshot at the end this time
+
+    replayed_from: list[int] = []
+    original = ProducerStateManager.load
+
+    def spy(self: ProducerStateManager, start: int, end: int) -> int:
+        replayed_from.append(original(self, start, end))
+        return replayed_from[-1]
+
+    monkeypatch.setattr(ProducerStateManager, "load", spy)
+    crashed = open_log(path, clock, clean=False, **settings)
+    assert replayed_from == [active_base], "recovery replays the active segment only"
+    assert crashed.producer_state.producer(3).last_seq == 41
     crashed.close()

@@ -583,19 +583,27 @@ def test_snapshots_before_the_log_start_are_deleted(tmp_path: Path) -> None:
     assert loaded.snapshot_offsets() == [] and loaded.ongoing_transactions() == []
 
 
-def test_only_the_newest_two_snapshots_are_kept(tmp_path: Path) -> None:
+def test_snapshots_are_kept_while_a_restart_may_need_them(tmp_path: Path) -> None:
+    """Kept: the newest at or below ``keep_from`` (the segment before the active one), every one
+    from there to the active segment's base, and above that only the newest (issue 7, defect 4:
+    evicting by count dropped the one a crash needs after two clean restarts)."""
     m = ProducerStateManager(tmp_path, EXPIRATION_MS)
     lg = Log(m)
-    for i in range(4):
+    for i in range(9):
         lg.append(header(seq=i))
         m.take_snapshot(lg.next_offset)
-    assert m.snapshot_offsets() == [3, 4]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "00000000000000000003.snapshot",
-        "00000000000000000004.snapshot",
-    ]
-    m.take_snapshot(4)  # same offset again: replaced in place
-    assert m.snapshot_offsets() == [3, 4]
+    assert m.snapshot_offsets() == list(range(1, 10)), "taking a snapshot deletes nothing"
+    m.retain_snapshots(log_start=0, keep_from=4, active_base=6)
+    assert m.snapshot_offsets() == [4, 5, 6, 9]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{o:020d}.snapshot" for o in (4, 5, 6, 9)]
+    m.retain_snapshots(log_start=0, keep_from=3, active_base=7)  # none at or below 3: all up to the active base stay
+    assert m.snapshot_offsets() == [4, 5, 6, 9]
+    m.retain_snapshots(log_start=0, keep_from=8, active_base=8)  # no snapshot at 8: 6 is the newest at or below it
+    assert m.snapshot_offsets() == [6, 9]
+    m.retain_snapshots(log_start=7, keep_from=8, active_base=8)  # retention moved the log start past 6
+    assert m.snapshot_offsets() == [9]
+    m.take_snapshot(9)  # same offset again: replaced in place
+    assert m.snapshot_offsets() == [9]
     with pytest.raises(ValueError):
         m.take_snapshot(2)
 

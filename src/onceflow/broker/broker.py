@@ -225,14 +225,16 @@ class Broker:
         return self.registry.create_topic(name, num_partitions, overrides, self.clock.now_ms(), internal)
 
     def delete_topic(self, name: str) -> None:
+        """Raises OSError (a full disk) with the topic still there."""
         assert self.group_commit is not None
-        for partition in self.registry.topics[name].partitions:
+        for partition in self.registry.delete_topic(name):
             self.group_commit.forget(partition)
-        self.registry.delete_topic(name)
         self.groups.on_topic_deleted(name)
 
     def internal_partition(self, topic_name: str, partition: int) -> PartitionLog:
-        """A partition of ``__consumer_offsets`` or ``__transaction_state``, creating the topic on first use (as Kafka does)."""
+        """A partition of ``__consumer_offsets`` or ``__transaction_state``, creating the topic on
+        first use (as Kafka does).  Raises OSError (a full disk) with nothing created, so a
+        later call tries again."""
         topic = self.registry.topics.get(topic_name)
         if topic is None:
             if topic_name == OFFSETS_TOPIC:

@@ -24,7 +24,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +141,19 @@ class PartitionRegistry:
                 shutil.rmtree(child, ignore_errors=True)
 
     def close(self, clean: bool = True) -> None:
+        """Close every partition; with ``clean``, flush them and leave the clean-shutdown marker,
+        unless some partition could not be flushed (then the next start recovers)."""
         for topic in self.topics.values():
             for partition in topic.partitions:
-                if clean:
-                    partition.flush_all()
+                if clean and not partition.flush_all():
+                    clean = False
                 partition.close()
-        if clean:
+        if not clean:
+            return
+        try:
             atomic_write(self.data_dir / CLEAN_SHUTDOWN_MARKER, "")
+        except OSError as exc:
+            log.error("cannot write the clean-shutdown marker (the next start recovers the logs): %s", exc)
 
     def _open_partition(self, topic: Topic, partition: int, now_ms: int) -> PartitionLog:
         directory = self.data_dir / partition_dir_name(topic.name, partition)
@@ -161,9 +167,32 @@ class PartitionRegistry:
         for partition in topic.partitions:
             partition.on_high_watermark = self._notify
 
-    def _persist(self) -> None:
-        entries = [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)]
+    def _persist(self, topics: Iterable[Topic]) -> None:
+        """Write ``topics.json`` as ``topics`` describe it.  Every change is persisted first and
+        applied in memory only once that succeeded: an OSError (a full disk) leaves both as
+        they were."""
+        entries = [t.to_json() for t in sorted(topics, key=lambda t: t.name)]
         atomic_write(self.data_dir / TOPICS_FILE, json.dumps(entries, indent=1))
+
+    def _others(self, name: str) -> list[Topic]:
+        return [t for t in self.topics.values() if t.name != name]
+
+    def _open_partitions(self, topic: Topic, indexes: range, now_ms: int) -> list[PartitionLog]:
+        """Open (create) the logs of new partitions; on OSError none of them is left behind."""
+        opened: list[PartitionLog] = []
+        try:
+            for p in indexes:
+                opened.append(self._open_partition(topic, p, now_ms))
+        except OSError:
+            self._discard(topic, opened, indexes)
+            raise
+        return opened
+
+    def _discard(self, topic: Topic, opened: list[PartitionLog], indexes: range) -> None:
+        for partition in opened:
+            partition.delete()
+        for p in indexes:
+            shutil.rmtree(self.data_dir / partition_dir_name(topic.name, p), ignore_errors=True)
 
     # -- lookups --------------------------------------------------------------
 
@@ -199,18 +228,24 @@ class PartitionRegistry:
         return ErrorCode.none, None, parsed
 
     def create_topic(self, name: str, num_partitions: int, overrides: dict[str, Any], now_ms: int, internal: bool = False) -> Topic:
+        """Create a topic; raises OSError (a full disk) with nothing created."""
         topic = Topic(name, uuid.uuid4(), TopicConfig(overrides, self.config), internal)
-        for p in range(num_partitions):
-            topic.partitions.append(self._open_partition(topic, p, now_ms))
+        indexes = range(num_partitions)
+        topic.partitions = self._open_partitions(topic, indexes, now_ms)
+        try:
+            self._persist([*self.topics.values(), topic])
+        except OSError:
+            self._discard(topic, topic.partitions, indexes)
+            raise
         self._add(topic)
-        self._persist()
         log.info("created topic %s with %d partition(s)%s", name, num_partitions, f" {overrides}" if overrides else "")
         return topic
 
     def delete_topic(self, name: str) -> list[PartitionLog]:
+        """Delete a topic; raises OSError (a full disk) with the topic still there."""
+        self._persist(self._others(name))
         topic = self.topics.pop(name)
         del self.by_id[topic.topic_id]
-        self._persist()
         for partition in topic.partitions:
             self._notify(partition)
             partition.delete()
@@ -218,20 +253,28 @@ class PartitionRegistry:
         return topic.partitions
 
     def add_partitions(self, name: str, count: int, now_ms: int) -> None:
+        """Grow a topic to ``count`` partitions; raises OSError (a full disk) with nothing added."""
         topic = self.topics[name]
-        for p in range(len(topic.partitions), count):
-            partition = self._open_partition(topic, p, now_ms)
+        indexes = range(len(topic.partitions), count)
+        new = self._open_partitions(topic, indexes, now_ms)
+        try:
+            self._persist([*self._others(name), replace(topic, partitions=topic.partitions + new)])
+        except OSError:
+            self._discard(topic, new, indexes)
+            raise
+        for partition in new:
             partition.on_high_watermark = self._notify
             topic.partitions.append(partition)
-        self._persist()
         log.info("topic %s now has %d partitions", name, count)
 
     def set_topic_config(self, name: str, overrides: dict[str, Any]) -> None:
+        """Replace a topic's config overrides; raises OSError (a full disk) with nothing changed."""
         topic = self.topics[name]
-        topic.config = TopicConfig(overrides, self.config)
+        config = TopicConfig(overrides, self.config)
+        self._persist([*self._others(name), replace(topic, config=config)])
+        topic.config = config
         for partition in topic.partitions:
-            partition.config = topic.config
-        self._persist()
+            partition.config = config
         log.info("topic %s configuration is now %s", name, overrides)
 
     # -- waiting for data -----------------------------------------------------

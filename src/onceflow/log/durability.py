@@ -13,7 +13,11 @@ caller's thread.
 
 A write that fails (EIO, ENOSPC) is recorded on its segment.  The next fsync
 of that partition reports it, so no waiter is told its data is durable, and
-the partition refuses further appends with KAFKA_STORAGE_ERROR.
+the partition refuses further appends with KAFKA_STORAGE_ERROR until the
+broker restarts: the partition's offsets and producer state already count
+the lost write, and only recovery from the files (a CRC scan that truncates
+what is torn) makes them agree again.  Kafka takes the whole log directory
+offline in this case.
 
 Group commit: appends mark their partition dirty.  A single flusher task repeatedly takes the set of dirty partitions,
 notes for each the end of what has been written (its ``FlushPoint``),
@@ -106,7 +110,7 @@ def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
         pwrite_all(segment.fd, buffers, position)
     except OSError as exc:
         segment.write_error = exc
-        log.error("write to %s failed: %s; the partition refuses further appends", segment.log_path, exc)
+        log.error("write to %s failed: %s; the partition refuses writes until the broker restarts", segment.log_path, exc)
 
 
 def _nothing() -> None:

@@ -88,9 +88,9 @@ class OffsetIndex(_IndexFile):
     def append(self, relative_offset: int, position: int) -> None:
         if self.offsets and relative_offset <= self.offsets[-1]:
             return
+        self._write(relative_offset, position)  # the file first: an OSError leaves the entry out of both
         self.offsets.append(relative_offset)
         self.positions.append(position)
-        self._write(relative_offset, position)
 
     def lookup(self, relative_offset: int) -> tuple[int, int]:
         """(relative offset, position) of the last entry at or before ``relative_offset``; (0, 0) if none."""
@@ -133,9 +133,9 @@ class TimeIndex(_IndexFile):
     def maybe_append(self, timestamp: int, relative_offset: int) -> None:
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
+        self._write(timestamp, relative_offset)  # the file first: an OSError leaves the entry out of both
         self.timestamps.append(timestamp)
         self.offsets.append(relative_offset)
-        self._write(timestamp, relative_offset)
 
     def lookup(self, timestamp: int) -> int:
         """Relative offset of the last entry whose timestamp is before ``timestamp``; 0 if none.

@@ -40,6 +40,15 @@ read_committed), and never across a segment boundary, except past a
 segment that compaction left with empty batches only (see
 ``_read_past_empty_batches``).
 
+*Write failures* (a full disk, EIO): what the event loop writes itself (a
+new segment's files, index entries, topic metadata) fails before anything
+changes, so the append is refused with KAFKA_STORAGE_ERROR and the next one
+tries again.  A failed write of batch data (on the I/O thread), or of an
+aborted-index entry after its marker, leaves the in-memory state ahead of
+the files: the partition is then *failed* and refuses writes until the
+broker restarts and recovers it (``_failed``); reads below the high
+watermark go on, and no clean-shutdown marker is left.
+
 *Recovery*: after a clean shutdown segments are opened from their indexes.
 After a crash every segment above the recovery point (the active one: older
 ones were fsynced, indexes included, when they were rolled) is re-read,
@@ -281,11 +290,18 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """First offset a read_committed consumer may not see yet: the oldest open
-        transaction's first offset, bounded by the high watermark."""
+        transaction's first offset, bounded by the high watermark.
+
+        Retention may delete the start of a transaction that is still open:
+        the LSO then stays at the log start offset, never below it (Kafka's
+        ``UnifiedLog.maybeIncrementFirstUnstableOffset``), or a read_committed
+        consumer reset to "latest" would be sent below the log start and loop
+        on OFFSET_OUT_OF_RANGE.
+        """
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self.high_watermark
-        return min(first_unstable, self.high_watermark)
+        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
 
     @property
     def size_bytes(self) -> int:
@@ -302,8 +318,9 @@ class PartitionLog:
         header = validate_produced(records, self.config.max_message_bytes)
         if isinstance(header, Invalid):
             return header
-        if self.segments[-1].write_error is not None:
-            return Invalid(ErrorCode.kafka_storage_error, f"an earlier write failed: {self.segments[-1].write_error}")
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
         append_time = -1
         if self.config.log_append_time:
             records = with_log_append_time(records, header, now_ms)
@@ -318,6 +335,8 @@ class PartitionLog:
                 return Invalid(prepared.error, prepared.reason)
             info = prepared
         base = self._append(header, records, now_ms)
+        if isinstance(base, Invalid):
+            return base
         if info is not None:
             self.producer_state.update(info)
         return AppendResult(base, base + header.last_offset_delta, append_time, self.log_start_offset)
@@ -328,6 +347,9 @@ class PartitionLog:
         A transactional batch (a transactional offset commit) is checked against
         its producer's epoch, as Kafka checks appends of COORDINATOR origin.
         """
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
         header = read_header(batch)
         info = None
         if header.has_producer_id:
@@ -337,12 +359,17 @@ class PartitionLog:
             if isinstance(prepared, ProducerAppendInfo):
                 info = prepared
         base = self._append(header, batch, now_ms)
+        if isinstance(base, Invalid):
+            return base
         if info is not None:
             self.producer_state.update(info)
         return base
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> int | Invalid:
         """Write a COMMIT/ABORT marker for the producer's transaction; returns its offset."""
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
         offset = self.log_end_offset
         prepared = self.producer_state.prepare_marker(producer_id, producer_epoch, commit, coordinator_epoch, offset, now_ms,
                                                       AppendOrigin.COORDINATOR)
@@ -350,18 +377,55 @@ class PartitionLog:
             return Invalid(prepared.error, prepared.reason)
         batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         base = self._append(read_header(batch), batch, now_ms)
+        if isinstance(base, Invalid):
+            return base
         self.producer_state.update(prepared)
         if prepared.completed_txn is not None:
-            self._complete_txn(prepared.completed_txn, self.segments[-1])
+            segment = self.segments[-1]
+            try:
+                self._complete_txn(prepared.completed_txn, segment)
+            except OSError as exc:  # the aborted-index entry could not be written (full disk)
+                return self._failed(segment, exc, "indexing an aborted transaction")
         return base
 
-    def _append(self, header: BatchHeader, batch: bytes, now_ms: int) -> int:
+    def _refuse_writes(self) -> Invalid | None:
+        """KAFKA_STORAGE_ERROR once a write of the active segment has failed (see ``_failed``)."""
+        if not self.failed:
+            return None
+        return Invalid(ErrorCode.kafka_storage_error, f"an earlier write failed: {self.segments[-1].write_error}")
+
+    def _failed(self, segment: Segment, exc: OSError, doing: str) -> Invalid:
+        """A write failed after the partition's in-memory state moved ahead of its files.
+
+        The segment is marked failed: the partition refuses writes (and no
+        waiter is told its data is durable) until the broker restarts and
+        recovers it from its files, as Kafka takes a failed log directory
+        offline.  Reads below the high watermark go on.
+        """
+        if segment.write_error is None:
+            segment.write_error = exc
+        log.error("%s: %s failed: %s; the partition refuses writes until the broker restarts", self.name, doing, exc)
+        return Invalid(ErrorCode.kafka_storage_error, f"{doing} failed: {exc}")
+
+    def _append(self, header: BatchHeader, batch: bytes, now_ms: int) -> int | Invalid:
+        """Write one batch at the log end; its base offset, or KAFKA_STORAGE_ERROR.
+
+        What the event loop writes itself on a full disk (a new segment's
+        files, index entries) fails before anything changed: the batch is
+        refused and the next append tries again, so writes resume once space
+        returns.  A failed write of the batch itself (on the I/O thread)
+        marks the partition failed instead (``durability``).
+        """
         if self.closed:
             raise RuntimeError(f"{self.name} is closed")
         base = self.log_end_offset
-        segment = self._maybe_roll(header.size, header.last_offset_delta, now_ms)
         prefix = stamped_prefix(base, header)
-        segment.append(prefix, memoryview(batch)[len(prefix) :], header, base, self.config.index_interval_bytes)
+        try:
+            segment = self._maybe_roll(header.size, header.last_offset_delta, now_ms)
+            segment.append(prefix, memoryview(batch)[len(prefix) :], header, base, self.config.index_interval_bytes)
+        except OSError as exc:
+            log.error("%s: cannot append at offset %d: %s; refusing the write", self.name, base, exc)
+            return Invalid(ErrorCode.kafka_storage_error, f"cannot append: {exc}")
         return base
 
     def _maybe_roll(self, size: int, last_offset_delta: int, now_ms: int) -> Segment:
@@ -391,11 +455,21 @@ class PartitionLog:
         # once per segment.bytes, so this rare pause is cheap.
         self.writer.barrier()
         old.flush_all()
-        segment = Segment(self.dir, old.next_offset, now_ms, self.writer)
+        segment = Segment(self.dir, old.next_offset, now_ms, self.writer)  # OSError: nothing changed
         self._add_segment(segment)
-        self.producer_state.take_snapshot(segment.base_offset)  # restart replays from here, not from the start
+        try:
+            self.producer_state.take_snapshot(segment.base_offset)  # restart replays from here, not from the start
+        except OSError as exc:  # a full disk: a crash would replay from an older snapshot, nothing worse
+            log.warning("%s: cannot write the producer-state snapshot at %d: %s", self.name, segment.base_offset, exc)
+        else:
+            self._retain_snapshots()
         log.debug("%s: rolled to %s (%s)", self.name, segment.log_path.name, reason)
         return segment
+
+    def _retain_snapshots(self) -> None:
+        """Drop the producer-state snapshots recovery can no longer need (see ``retain_snapshots``)."""
+        keep_from = self.segments[-2].base_offset if len(self.segments) > 1 else self.segments[-1].base_offset
+        self.producer_state.retain_snapshots(self.log_start_offset, keep_from, self.segments[-1].base_offset)
 
     # -- durability and the high watermark ------------------------------------
 
@@ -502,13 +576,20 @@ class PartitionLog:
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), from the
-        transaction indexes of the segment holding ``fetch_offset`` and those after it
-        (an entry lives where its marker is, which may be a later segment)."""
+        transaction indexes of the segment holding ``fetch_offset`` and those after it.
+
+        An entry lives where its ABORT marker is, and a transaction that starts
+        below ``upper_bound_offset`` may be aborted any number of segments
+        later, so there is no cut-off by segment base offset: the walk goes on
+        until an index reports the search complete (an entry whose LSO is at or
+        past the upper bound), or the log ends (Kafka's
+        ``LocalLog.collectAbortedTransactions``).
+        """
         found: list[AbortedTxn] = []
         for segment in self.segments[self.segment_for(fetch_offset):]:
             entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
             found.extend(entries)
-            if complete or segment.base_offset >= upper_bound_offset:
+            if complete:
                 break
         return found
 
@@ -568,7 +649,7 @@ class PartitionLog:
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete expired segments (cleanup.policy=delete); returns how many were deleted."""
-        if not self.config.delete_enabled:
+        if not self.config.delete_enabled or self.failed:  # a failed partition waits for recovery as it is
             return 0
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
@@ -593,6 +674,8 @@ class PartitionLog:
             self._bases.pop(0)
             oldest.delete()
             deleted += 1
+        if deleted:
+            self._retain_snapshots()
         return deleted
 
     # -- compaction -----------------------------------------------------------
@@ -651,11 +734,34 @@ class PartitionLog:
 
     # -- lifetime -------------------------------------------------------------
 
-    def flush_all(self) -> None:
+    @property
+    def failed(self) -> bool:
+        """A write failed: the files may lag the in-memory state until recovery (``_failed``)."""
+        return self.segments[-1].write_error is not None
+
+    def flush_all(self) -> bool:
+        """Make everything durable and snapshot producer state, for a clean shutdown.
+
+        Returns False if that could not be done (a failed write, a failing or
+        full disk): the next start must then recover this partition from its
+        files, so the caller leaves no clean-shutdown marker.
+        """
         self.writer.barrier()
-        for segment in self.segments:
-            segment.flush_all()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        if self.failed:
+            return False
+        try:
+            for segment in self.segments:
+                segment.flush_all()
+        except OSError as exc:
+            log.error("%s: cannot flush: %s", self.name, exc)
+            return False
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as exc:  # restart replays from an older snapshot
+            log.warning("%s: cannot write the producer-state snapshot at shutdown: %s", self.name, exc)
+        else:
+            self._retain_snapshots()
+        return True
 
     def close(self) -> None:
         if self.closed:

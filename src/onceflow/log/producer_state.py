@@ -93,7 +93,6 @@ INT32_MAX = 2**31 - 1
 
 SNAPSHOT_SUFFIX = ".snapshot"
 _TMP_SUFFIX = ".tmp"
-_SNAPSHOTS_KEPT = 2
 
 # Snapshot file layout (big-endian), version 1:
 #
@@ -434,7 +433,8 @@ class ProducerStateManager:
         return list(self._snapshots)
 
     def take_snapshot(self, offset: int) -> Path:
-        """Write the state as of ``offset`` (the log end) and keep only the two newest snapshots."""
+        """Write the state as of ``offset`` (the log end).  Older snapshots stay until
+        ``retain_snapshots`` says they are no longer needed."""
         if self._snapshots and offset < self._snapshots[-1]:
             raise ValueError(f"snapshot at {offset} is older than the newest one at {self._snapshots[-1]}")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -442,9 +442,34 @@ class ProducerStateManager:
         atomic_write(path, _encode_snapshot(self._producers.values()), _TMP_SUFFIX)
         if not self._snapshots or self._snapshots[-1] != offset:
             self._snapshots.append(offset)
-        while len(self._snapshots) > _SNAPSHOTS_KEPT:
-            self._delete_snapshot(self._snapshots[0])
         return path
+
+    def retain_snapshots(self, log_start: int, keep_from: int, active_base: int) -> None:
+        """Delete the snapshots that no restart can need any more.
+
+        After a crash the log replays from the newest snapshot at or below
+        the first segment it rebuilt (the active one, or an older one whose
+        indexes were damaged); after a clean shutdown, from the newest.  So
+        this keeps (Kafka's ``deleteSnapshotsBefore`` with
+        ``minSnapshotsOffsetToRetain``, the base of the segment before the
+        active one, as ``keep_from``):
+
+        * the newest snapshot at or below ``keep_from``;
+        * every snapshot above it up to ``active_base`` (one per roll);
+        * above ``active_base``, only the newest (a clean shutdown's);
+        * nothing below ``log_start`` (Kafka's ``onLogStartOffsetIncremented``).
+
+        Evicting by count instead lost the snapshot at the active segment's
+        base after two clean restarts, and the next crash replayed the whole
+        log (issue 7).
+        """
+        at_or_below = [s for s in self._snapshots if log_start <= s <= keep_from]
+        above_active = [s for s in self._snapshots if s > active_base]
+        keep = {s for s in self._snapshots if keep_from < s <= active_base}
+        keep.update(at_or_below[-1:])
+        keep.update(above_active[-1:])
+        for offset in [s for s in self._snapshots if s not in keep]:
+            self._delete_snapshot(offset)
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
         """Rebuild the state from the newest usable snapshot; returns the offset to replay the log from.

@@ -206,10 +206,21 @@ class Segment:
         self.dir = directory
         stem = segment_name(base_offset)
         self.log_path = directory / f"{stem}.log"
+        created = not self.log_path.exists()
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        self.index = OffsetIndex(directory / f"{stem}.index")
-        self.time_index = TimeIndex(directory / f"{stem}.timeindex")
+        try:
+            self.size = os.fstat(self.fd).st_size
+            self.index = OffsetIndex(directory / f"{stem}.index")
+            self.time_index = TimeIndex(directory / f"{stem}.timeindex")
+        except OSError:  # e.g. a full disk while rolling: leave no half-made segment behind
+            os.close(self.fd)
+            index = getattr(self, "index", None)
+            if index is not None:
+                index.close()
+            if created:
+                for path in segment_files(directory, base_offset):
+                    path.unlink(missing_ok=True)
+            raise
         #: Aborted transactions whose ABORT marker is in this segment (KIP-98).
         self.txn_index = TransactionIndex(directory / f"{stem}.txnindex", base_offset)
         self.next_offset = base_offset
@@ -235,22 +246,24 @@ class Segment:
         """
         position = self.size
         total = len(prefix) + len(body)
+        relative = base_offset - self.base_offset
+        max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        bytes_since_index = self._bytes_since_index
+        if bytes_since_index >= index_interval:
+            # Index files first: if the disk refuses them (full), nothing has changed yet.  An
+            # entry that did land points at this position, where the next batch goes anyway.
+            self.index.append(relative, position)
+            self.time_index.maybe_append(max_timestamp, relative)
+            bytes_since_index = 0
         if position + total > self._allocated and self._allocated >= 0:
             self._preallocate(position + total)
         self.writer.write(self, [prefix, body], position)
         self.size = position + total
-        next_offset = base_offset + header.last_offset_delta + 1
         if self.rolling_timestamp is None:
             self.rolling_timestamp = header.max_timestamp
-        relative = base_offset - self.base_offset
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-        if self._bytes_since_index >= index_interval:
-            self.index.append(relative, position)
-            self.time_index.maybe_append(self.max_timestamp, relative)
-            self._bytes_since_index = 0
-        self._bytes_since_index += total
-        self.next_offset = next_offset
+        self.max_timestamp = max_timestamp
+        self._bytes_since_index = bytes_since_index + total
+        self.next_offset = base_offset + header.last_offset_delta + 1
         return position
 
     def _preallocate(self, needed: int) -> None:

@@ -163,6 +163,11 @@ def validate_produced(records: bytes, max_message_bytes: int) -> BatchHeader | I
         return Invalid(ErrorCode.invalid_record, "clients may not produce control batches")
     if header.is_transactional and not header.has_producer_id:
         return Invalid(ErrorCode.invalid_record, "a transactional batch must carry a producer id")
+    if header.has_producer_id and header.base_sequence < 0:
+        # LogValidator.validateBatch: accepted, it would make the producer's next
+        # batch look out of order (issue 7).
+        return Invalid(ErrorCode.invalid_record,
+                       f"invalid sequence number {header.base_sequence} in a batch of producer {header.producer_id}")
     return header
 
 

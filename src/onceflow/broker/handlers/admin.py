@@ -113,8 +113,17 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, duplicated: bool) -
     if error is not ErrorCode.none:
         return error, message, None
     if not validate_only:
-        broker.create_topic(t.name, num_partitions, overrides)
+        try:
+            broker.create_topic(t.name, num_partitions, overrides)
+        except OSError as exc:
+            return _storage_error(f"creating topic {t.name}", exc), f"The topic could not be created: {exc}", None
     return ErrorCode.none, None, (num_partitions, overrides)
+
+
+def _storage_error(doing: str, exc: OSError) -> ErrorCode:
+    """A metadata change the disk refused (e.g. full): nothing changed; logged once."""
+    log.error("%s failed: %s", doing, exc)
+    return ErrorCode.kafka_storage_error
 
 
 def _creatable_configs(m: Any, broker: Broker, overrides: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -164,7 +173,10 @@ def handle_delete_topics(broker: Broker, request: Request, conn: KafkaProtocol) 
         elif topic.internal:
             error, message = ErrorCode.invalid_topic_exception, f"Topic {topic.name} is internal and cannot be deleted."
         else:
-            broker.delete_topic(topic.name)
+            try:
+                broker.delete_topic(topic.name)
+            except OSError as exc:
+                error, message = _storage_error(f"deleting topic {topic.name}", exc), f"The topic could not be deleted: {exc}"
         if error is not ErrorCode.none:
             log.info("DeleteTopics %s from %s: %s", name or topic_id, conn.peer, error.name)
         results.append(build(m.DeletableTopicResult, name=topic.name if topic else name,
@@ -197,7 +209,10 @@ def handle_create_partitions(broker: Broker, request: Request, conn: KafkaProtoc
         ):
             error, message = ErrorCode.invalid_replica_assignment, "Replica assignments must name this broker once per new partition."
         elif not body.validate_only:
-            broker.registry.add_partitions(t.name, t.count, broker.clock.now_ms())
+            try:
+                broker.registry.add_partitions(t.name, t.count, broker.clock.now_ms())
+            except OSError as exc:
+                error, message = _storage_error(f"adding partitions to {t.name}", exc), f"Partitions could not be added: {exc}"
         results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=error, error_message=message))
     return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
@@ -327,7 +342,10 @@ def _apply_topic_configs(broker: Broker, res: Any, change: Any, validate_only: b
     except ConfigError as exc:
         return ErrorCode.invalid_config, str(exc)
     if not validate_only:
-        broker.registry.set_topic_config(topic.name, overrides)
+        try:
+            broker.registry.set_topic_config(topic.name, overrides)
+        except OSError as exc:
+            return _storage_error(f"changing the configuration of {topic.name}", exc), f"The configuration could not be saved: {exc}"
     return ErrorCode.none, None
 
 

@@ -29,6 +29,7 @@ from ...coordinator.group.types import (
 )
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ..stores import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .common import NO_THROTTLE, Request, build, ms, responses
 
 if TYPE_CHECKING:
@@ -89,14 +90,19 @@ def _find_one(broker: Broker, key: str, key_type: int) -> tuple[ErrorCode, str |
     if key_type == KEY_TYPE_GROUP:
         if not key:
             return ErrorCode.invalid_request, "The group id must not be empty.", -1, "", -1
-        broker.offsets_partition(broker.groups.partition_for(key))
-        return ErrorCode.none, None, broker.node_id, broker.host, broker.port
-    if key_type == KEY_TYPE_TRANSACTION:
+        topic, partition = OFFSETS_TOPIC, broker.groups.partition_for(key)
+    elif key_type == KEY_TYPE_TRANSACTION:
         if not key:
             return ErrorCode.invalid_request, "The transactional id must not be empty.", -1, "", -1
-        broker.internal_partition("__transaction_state", broker.txns.partition_for(key))
-        return ErrorCode.none, None, broker.node_id, broker.host, broker.port
-    return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
+        topic, partition = TRANSACTION_STATE_TOPIC, broker.txns.partition_for(key)
+    else:
+        return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
+    try:
+        broker.internal_partition(topic, partition)  # created on first use, as Kafka does
+    except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
+        log.error("cannot create %s: %s", topic, exc)
+        return ErrorCode.coordinator_not_available, f"{topic} cannot be created: {exc}", -1, "", -1
+    return ErrorCode.none, None, broker.node_id, broker.host, broker.port
 
 
 # -- Membership ---------------------------------------------------------------

@@ -100,7 +100,11 @@ def handle_metadata(broker: Broker, request: Request, conn: KafkaProtocol) -> An
                 if topic_name_error(name):
                     error = ErrorCode.invalid_topic_exception
                 elif allow_create and not name.startswith("__"):
-                    topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                    try:
+                        topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                    except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
+                        log.error("cannot auto-create topic %s: %s", name, exc)
+                        error = ErrorCode.leader_not_available
                 else:
                     error = ErrorCode.unknown_topic_or_partition
         topics.append(

@@ -93,10 +93,15 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request, conn: KafkaProto
     m = responses(request)
     body = request.body
     partition = broker.groups.partition_for(body.group_id)
-    broker.offsets_partition(partition)  # the group's offsets partition must exist to join the transaction
 
     def respond(error: ErrorCode) -> Any:
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
+
+    try:
+        broker.offsets_partition(partition)  # the group's offsets partition must exist to join the transaction
+    except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
+        log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        return respond(ErrorCode.coordinator_not_available)
 
     return _via_callback(
         lambda cb: broker.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, (OFFSETS_TOPIC, partition), cb),
