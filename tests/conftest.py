@@ -21,6 +21,15 @@ READY_TIMEOUT_S = 60
 #: the first rebalance of a new group.
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
 
+#: Every segment, the internal topics' too, rolls at 1 KiB: transactions then outlive several
+#: rolls and coordinators reload across segments, the shapes where issue 7's bugs hid.
+SMALL_SEGMENTS = {"log.segment.bytes": "1024", "offsets.topic.segment.bytes": "1024",
+                  "transaction.state.log.segment.bytes": "1024"}
+
+#: ``@pytest.mark.parametrize("broker_process", SEGMENT_SHAPES, indirect=True)`` runs a test
+#: against a broker with Kafka's default segment sizes and one with 1 KiB segments.
+SEGMENT_SHAPES = [pytest.param({}, id="default-segments"), pytest.param(SMALL_SEGMENTS, id="1KiB-segments")]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -113,8 +122,9 @@ class BrokerProcess:
 
 
 @pytest.fixture
-def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data", FAST_GROUPS)
+def broker_process(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """The broker process; indirect parametrization may add settings (e.g. ``SEGMENT_SHAPES``)."""
+    proc = BrokerProcess(tmp_path / "data", {**FAST_GROUPS, **getattr(request, "param", {})})
     proc.start()
     try:
         yield proc

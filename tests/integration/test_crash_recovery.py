@@ -16,7 +16,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.conftest import BrokerProcess, wait_for
+from tests.conftest import SEGMENT_SHAPES, SMALL_SEGMENTS, BrokerProcess, wait_for
 from tests.integration.test_produce_fetch import make_topic, produce
 from tests.integration.test_transactions import Worker, read_all
 
@@ -33,14 +33,17 @@ def committed_offset(bootstrap: str, group: str, topic: str) -> int:
 
 
 @pytest.mark.parametrize(
-    ("fault", "commit"),
+    ("fault", "commit", "broker_process"),
     [
-        ("txn-log:PrepareCommit", True),  # the decision is durable, no marker written yet
-        ("marker@1", True),  # one partition has its COMMIT marker, the others do not
-        ("marker@3", True),  # all but one
-        ("txn-log:PrepareAbort", False),
-        ("marker@2", False),
+        pytest.param("txn-log:PrepareCommit", True, {}, id="txn-log:PrepareCommit-True"),  # the decision is durable, no marker written yet
+        pytest.param("marker@1", True, {}, id="marker@1-True"),  # one partition has its COMMIT marker, the others do not
+        pytest.param("marker@3", True, {}, id="marker@3-True"),  # all but one
+        pytest.param("txn-log:PrepareAbort", False, {}, id="txn-log:PrepareAbort-False"),
+        pytest.param("marker@2", False, {}, id="marker@2-False"),
+        pytest.param("marker@1", True, SMALL_SEGMENTS, id="marker@1-True-1KiB-segments"),
+        pytest.param("marker@2", False, SMALL_SEGMENTS, id="marker@2-False-1KiB-segments"),
     ],
+    indirect=["broker_process"],
 )
 def test_a_crash_inside_commit_or_abort_leaves_the_transaction_whole(broker_process: BrokerProcess, fault: str,
                                                                      commit: bool) -> None:
@@ -92,7 +95,8 @@ def _finish_quietly(producer: Producer, commit: bool) -> None:
         pass  # the broker died under it: the outcome is decided by recovery
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("seed", "broker_process"), [(1, {}), (2, {}), (3, SMALL_SEGMENTS)],
+                         indirect=["broker_process"], ids=["1", "2", "3-1KiB-segments"])
 def test_kill_9_during_concurrent_transactions_is_all_or_nothing(broker_process: BrokerProcess, seed: int) -> None:
     bs = broker_process.bootstrap_servers
     make_topic(bs, "multi", 3)
@@ -177,6 +181,7 @@ def _no_open_transactions(bootstrap: str) -> bool:
         consumer.close()
 
 
+@pytest.mark.parametrize("broker_process", SEGMENT_SHAPES, indirect=True)
 def test_consume_transform_produce_stays_exactly_once_while_the_broker_is_killed(broker_process: BrokerProcess) -> None:
     bs = broker_process.bootstrap_servers
     make_topic(bs, "ctp-in", 3)

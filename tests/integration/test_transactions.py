@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from tests.conftest import BrokerProcess, wait_for
+from tests.conftest import SEGMENT_SHAPES, BrokerProcess, wait_for
 from tests.integration.test_produce_fetch import consume_all, make_topic, produce
 
 TIMEOUT = 30
+
+# Every scenario runs with default and with 1 KiB segments (transactions across rolls).
+pytestmark = pytest.mark.parametrize("broker_process", SEGMENT_SHAPES, indirect=True)
 
 
 def txn_producer(bootstrap: str, transactional_id: str | None = None, **extra: object) -> Producer:
