@@ -469,6 +469,22 @@ def test_allocator_failure_for_a_new_transactional_id() -> None:
     assert h.md("t") is None
 
 
+def test_a_full_disk_while_reserving_producer_ids_is_retriable() -> None:
+    """The next block of ids could not be written (ENOSPC): the client retries, as it does
+    while Kafka's ProducerIdManager waits for a new block (issue 7, a sibling of defect 7)."""
+    import errno
+
+    h = Harness()
+
+    def full() -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    h.ids.allocate = full  # type: ignore[method-assign]
+    assert h.init("t").one == (E.coordinator_load_in_progress, -1, -1)
+    assert h.init(None).one == (E.coordinator_load_in_progress, -1, -1)
+    assert h.md("t") is None
+
+
 # ================================================================ AddPartitionsToTxn / AddOffsetsToTxn
 
 

@@ -58,17 +58,6 @@ class ServerState:
     def __init__(self) -> None:
         self.connections: set[KafkaProtocol] = set()
         self.total_requests = 0
-        #: client software name (KIP-511, else client id) -> api key -> versions used.
-        self.versions_seen: dict[str, dict[int, set[int]]] = {}
-
-    def note(self, client: str, request: Request) -> None:
-        per_client = self.versions_seen.get(client)
-        if per_client is None:
-            per_client = self.versions_seen[client] = {}
-        versions = per_client.get(request.api_key)
-        if versions is None:
-            versions = per_client[request.api_key] = set()
-        versions.add(request.api_version)
 
 
 class KafkaProtocol(asyncio.BufferedProtocol):
@@ -92,8 +81,6 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._closing = False
         self.peer = "?"
         self.client_host = ""
-        #: What the client calls itself: KIP-511 software name/version, else its client id.
-        self.client_name = ""
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -161,11 +148,6 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         if isinstance(request, UnknownApiVersions):
             self._push(_Slot(None, request.correlation_id), self._unknown_api_versions(request))
             return
-        if not self.client_name:
-            body = request.body
-            name = getattr(body, "client_software_name", "")
-            self.client_name = f"{name} {body.client_software_version}" if name else (request.client_id or "unknown")
-        self._state.note(self.client_name, request)
         try:
             result = self._dispatch(request, self)
         except Exception:

@@ -217,6 +217,11 @@ class TransactionCoordinator:
     def _allocate_producer_id(self) -> int | ErrorCode:
         try:
             return int(self._producer_ids.allocate())
+        except OSError as exc:
+            # The next block could not be reserved on disk (full): retriable, as
+            # Kafka answers while its ProducerIdManager waits for a new block.
+            log.error("cannot reserve producer ids: %s", exc)
+            return ErrorCode.coordinator_load_in_progress
         except Exception:
             log.exception("producer id allocation failed")
             return ErrorCode.unknown_server_error
