@@ -5,6 +5,7 @@
     onceflow bench commit-latency   [--transactions 1000] [--records-per-txn 10]
     onceflow bench consume          [--records 1000000] [--isolation read_uncommitted|read_committed]
     onceflow bench read-committed   [--records 200000] [--records-per-txn 100]
+    onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
 
 Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
 ``onceflow broker`` as a separate process on a free loopback port with a
@@ -27,6 +28,7 @@ import sys
 import uuid
 from dataclasses import asdict
 
+from .recovery import bench_recovery
 from .workloads import (
     DEFAULT_PARTITIONS,
     DEFAULT_RECORD_SIZE,
@@ -43,7 +45,7 @@ from .workloads import (
 
 __all__ = ["add_arguments", "run_bench"]
 
-WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed"]
+WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transactions", type=int, default=1000, help="commit-latency: how many")
     parser.add_argument("--records-per-txn", type=int, default=None, help="commit-latency (10), read-committed (100)")
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
+    parser.add_argument("--log-mib", type=int, default=2048, help="recovery: size of the log to recover")
+    parser.add_argument("--segment-mib", type=int, default=64, help="recovery: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
@@ -69,11 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
-    with contextlib.ExitStack() as stack:
-        bootstrap = args.bootstrap_servers or stack.enter_context(broker_process(args.override))
-        create_topic(bootstrap, topic, args.partitions)
-        results = _run(args, bootstrap, topic)
+    if args.workload == "recovery":
+        results = [bench_recovery(args.log_mib, args.segment_mib, args.record_size)]
+    else:
+        topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
+        with contextlib.ExitStack() as stack:
+            bootstrap = args.bootstrap_servers or stack.enter_context(broker_process(args.override))
+            create_topic(bootstrap, topic, args.partitions)
+            results = _run(args, bootstrap, topic)
     for result in results:
         if args.json:
             print(json.dumps({**asdict(result), "records_per_s": result.records_per_s, "mb_per_s": result.mb_per_s}))
