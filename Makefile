@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test unit integration fuzz bench check-java clean
+.PHONY: all install demo test check unit integration fuzz bench check-java clean
 
 all: test
 
@@ -28,6 +28,11 @@ demo: $(STAMP)
 
 test: $(STAMP) check-java
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Lint and type-check the sources (configured in pyproject.toml).
+check: $(STAMP)
+	$(BIN)/ruff check src
+	$(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

@@ -6,12 +6,14 @@ for tests and notebooks (``EmbeddedBroker``), and the tools around them.
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
 __all__ = ["EmbeddedBroker", "__version__"]
 
 
-def __getattr__(name: str):  # lazy: importing onceflow does not start asyncio machinery
+def __getattr__(name: str) -> Any:  # lazy: importing onceflow does not start asyncio machinery
     if name == "EmbeddedBroker":
         from .broker.embedded import EmbeddedBroker
 

@@ -347,7 +347,7 @@ class TopicConfig:
 
     @property
     def log_append_time(self) -> bool:
-        return self["message.timestamp.type"] == "LogAppendTime"
+        return bool(self["message.timestamp.type"] == "LogAppendTime")
 
     @property
     def delete_enabled(self) -> bool:

@@ -94,7 +94,7 @@ def _consume(bootstrap: str, want: int) -> list[tuple[int, int, bytes]]:
     while len(got) < want and time.monotonic() < deadline:
         for msg in consumer.consume(min(500, want - len(got)), 0.5):
             if msg.error() is None:
-                got.append((msg.partition(), msg.offset(), msg.value()))
+                got.append((msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
     if got:
         consumer.commit(asynchronous=False)
     consumer.close()

@@ -211,7 +211,9 @@ def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transacti
         latencies.append((time.perf_counter() - t0) * 1000)
     elapsed = time.perf_counter() - start
     latencies.sort()
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    def pick(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+
     n = transactions * records_per_txn
     return Result(f"commit-latency {records_per_txn} records/txn", n, n * record_size, elapsed, {
         "p50_ms": round(pick(0.50), 3), "p99_ms": round(pick(0.99), 3), "max_ms": round(latencies[-1], 3),
@@ -243,7 +245,7 @@ def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "re
         for msg in batch:
             if msg.error() is None:
                 count += 1
-                nbytes += len(msg.value())
+                nbytes += len(msg.value() or b"")
     elapsed = time.perf_counter() - (start or time.perf_counter())
     consumer.close()
     if count < records:

@@ -193,7 +193,7 @@ class Broker:
             except OSError as exc:  # its files went away (retention, topic deletion): try again next time
                 log.info("%s: cleaning abandoned: %s", partition.name, exc)
                 continue
-            except Exception as exc:  # noqa: BLE001 - a record that does not parse, and the like
+            except Exception as exc:
                 partition.uncleanable = repr(exc)
                 log.exception("%s: cannot be cleaned, leaving it alone until restart", partition.name)
                 continue

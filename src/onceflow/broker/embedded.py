@@ -76,7 +76,7 @@ class EmbeddedBroker:
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
-        except BaseException as exc:  # surfaced to start()
+        except BaseException as exc:  # noqa: BLE001 - surfaced to start(), which re-raises it
             self._error = exc
         finally:
             self._ready.set()

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write, fsync_dir
 from ..config import BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
-from ..protocol.errors import ErrorCode
+from ..fileio import atomic_write, fsync_dir
 from ..log.durability import DIRECT, SegmentWriter
 from ..log.partition_log import PartitionLog, partition_dir_name
+from ..protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Topic:
             "name": self.name,
             "topic_id": str(self.topic_id),
             "partitions": len(self.partitions),
-            "configs": {k: v for k, v in self.config.overrides.items()},
+            "configs": dict(self.config.overrides),
             "internal": self.internal,
         }
 

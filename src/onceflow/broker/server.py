@@ -43,7 +43,7 @@ Handler = Callable[[Request, "KafkaProtocol"], Any]
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "body", "future", "request")
+    __slots__ = ("body", "correlation_id", "future", "request")
 
     def __init__(self, request: Request | None, correlation_id: int) -> None:
         self.request = request
@@ -159,7 +159,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._push(_Slot(request, request.correlation_id), result)
 
     def _push(self, slot: _Slot, result: Any) -> None:
-        if isinstance(result, Awaitable):  # type: ignore[misc, arg-type]
+        if isinstance(result, Awaitable):
             slot.future = asyncio.ensure_future(result)
             slot.future.add_done_callback(self._on_done)
         else:

@@ -17,7 +17,7 @@ from typing import Any
 
 
 class Outbox:
-    __slots__ = ("_queue", "_flushing", "_log", "_owner")
+    __slots__ = ("_flushing", "_log", "_owner", "_queue")
 
     def __init__(self, log: logging.Logger, owner: str) -> None:
         self._queue: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
@@ -37,7 +37,7 @@ class Outbox:
                 fn, args = self._queue.popleft()
                 try:
                     fn(*args)
-                except Exception:
+                except Exception:  # noqa: BLE001 - one failed callback must not stop the others; logged whole
                     self._log.exception("%s callback %r failed", self._owner, fn)
         finally:
             self._flushing = False

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["MAX_STRING_BYTES", "RecordDecodeError", "Reader", "Writer", "uvarint"]
+__all__ = ["MAX_STRING_BYTES", "Reader", "RecordDecodeError", "Writer", "uvarint"]
 
 #: The longest string, in bytes of UTF-8, that may be written.
 MAX_STRING_BYTES = 0x7FFF
@@ -161,16 +161,16 @@ class Reader:
         return out
 
     def int8(self) -> int:
-        return struct.unpack(">b", self.take(1))[0]
+        return int(struct.unpack(">b", self.take(1))[0])
 
     def int16(self) -> int:
-        return struct.unpack(">h", self.take(2))[0]
+        return int(struct.unpack(">h", self.take(2))[0])
 
     def int32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
+        return int(struct.unpack(">i", self.take(4))[0])
 
     def int64(self) -> int:
-        return struct.unpack(">q", self.take(8))[0]
+        return int(struct.unpack(">q", self.take(8))[0])
 
     def uvarint(self) -> int:
         result = 0

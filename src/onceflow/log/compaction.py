@@ -116,6 +116,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..fileio import atomic_write
 from ..records.batch import (
     COMPRESSION_MASK,
     DELETE_HORIZON_FLAG,
@@ -127,7 +128,6 @@ from ..records.batch import (
 from ..records.control import ABORT, COMMIT
 from ..records.records import encode_batch, encode_record, iter_raw_records
 from .aborted_index import AbortedTxn
-from ..fileio import atomic_write
 from .segment import CLEANED_SUFFIX, SegmentBuilder, segment_files
 
 if TYPE_CHECKING:
@@ -613,7 +613,7 @@ def _rewrite(header: BatchHeader, kept: list, horizon: int | None) -> bytes:  # 
     if horizon is not None and not header.attributes & DELETE_HORIZON_FLAG:
         attributes |= DELETE_HORIZON_FLAG
         base_timestamp = horizon  # record timestamps become deltas from the horizon (KIP-534)
-        records = [encode_record(r.offset_delta, ts - horizon, r.fields, r.attributes) for r, ts in zip(kept, timestamps)]
+        records = [encode_record(r.offset_delta, ts - horizon, r.fields, r.attributes) for r, ts in zip(kept, timestamps, strict=True)]
     else:
         records = [r.encoded for r in kept]
     max_timestamp = header.max_timestamp if log_append_time or header.is_control else max(timestamps)
@@ -703,14 +703,15 @@ def install_cleaned(log_: PartitionLog, result: CleaningResult, now_ms: int) -> 
         return False
     views = {v.base_offset: v for v in plan.segments}
     for group in result.groups:
-        old = [by_base.get(base) for base in group.old_bases]
-        if any(s is None or s.next_offset != views[s.base_offset].next_offset or s.size != views[s.base_offset].size
-               or s is log_.segments[-1] for s in old):
+        old = [by_base[base] for base in group.old_bases if base in by_base]
+        if len(old) != len(group.old_bases) or any(
+                s.next_offset != views[s.base_offset].next_offset or s.size != views[s.base_offset].size
+                or s is log_.segments[-1] for s in old):
             log.info("%s: segments changed while cleaning (retention?); discarding the pass", plan.name)
             discard_cleaned(result)
             return False
-        replaced.append(old)  # type: ignore[arg-type]
-    for group, old in zip(result.groups, replaced):
+        replaced.append(old)
+    for group, old in zip(result.groups, replaced, strict=True):
         if log_.replace_segments(old, group.base_offset, now_ms) is None:
             log.warning("%s: could not swap in the cleaned segment %d; discarding the rest of the pass", plan.name,
                         group.base_offset)

@@ -81,19 +81,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import TopicConfig
+from ..fileio import fsync_dir
 from ..protocol.errors import ErrorCode
 from ..records.batch import (
     BatchHeader,
     Invalid,
     read_header,
+    scan,
     stamped_prefix,
     validate_produced,
     with_log_append_time,
 )
-from ..records.batch import scan
 from ..records.control import build_marker, read_marker
 from ..records.records import iter_records
-from ..fileio import fsync_dir
 from .aborted_index import AbortedTxn, TransactionIndex
 from .durability import DIRECT, SegmentWriter
 from .index import IndexCorrupt
@@ -246,6 +246,7 @@ class PartitionLog:
             for pos, header in segment.headers_from(position):
                 if header.next_offset <= start or not header.has_producer_id:
                     continue
+                info: ProducerAppendInfo | Duplicate | Refused
                 if header.is_control:
                     marker = read_marker(segment.read(pos, header.size), header)
                     if marker is None:

@@ -199,7 +199,7 @@ class ProducerStateEntry:
         kept = self.batches if epoch == self.producer_epoch else ()
         if batch is None:
             return kept
-        return (kept + (batch,))[-NUM_BATCHES_TO_RETAIN:]
+        return (*kept, batch)[-NUM_BATCHES_TO_RETAIN:]
 
 
 @dataclass(frozen=True, slots=True)

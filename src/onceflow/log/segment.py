@@ -37,9 +37,10 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
 from ..fileio import fsync_dir
+from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
 from .aborted_index import TransactionIndex
 from .durability import DIRECT, SegmentWriter, pwrite_all
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
@@ -52,7 +53,7 @@ PREALLOCATE_CHUNK = 4 << 20
 _FALLOC_FL_KEEP_SIZE = 1
 
 
-def _load_fallocate():  # type: ignore[no-untyped-def]
+def _load_fallocate() -> Any:
     try:
         import ctypes
         import ctypes.util
@@ -183,22 +184,22 @@ class SegmentCorrupt(Exception):
 
 class Segment:
     __slots__ = (
+        "_allocated",
+        "_bytes_since_index",
         "base_offset",
+        "created_ms",
         "dir",
-        "log_path",
         "fd",
-        "size",
         "index",
+        "log_path",
+        "max_timestamp",
+        "next_offset",
+        "rolling_timestamp",
+        "size",
         "time_index",
         "txn_index",
-        "next_offset",
-        "max_timestamp",
-        "rolling_timestamp",
-        "created_ms",
-        "_bytes_since_index",
-        "_allocated",
-        "writer",
         "write_error",
+        "writer",
     )
 
     def __init__(self, directory: Path, base_offset: int, now_ms: int, writer: SegmentWriter = DIRECT) -> None:
@@ -346,7 +347,7 @@ class Segment:
             self.txn_index.load()
         except IndexCorrupt as exc:
             raise SegmentCorrupt(str(exc)) from None
-        last_rel, position = self.index.last()
+        _, position = self.index.last()
         if position > self.size:
             raise SegmentCorrupt(f"{self.log_path}: index points past the end of the log")
         self.max_timestamp = self.time_index.last_timestamp()

@@ -132,4 +132,5 @@ def build(cls: type, **fields: Any) -> Any:
 
 
 def has_field(entity: Any, name: str) -> bool:
-    return name in _field_names(type(entity))
+    cls: type = type(entity)
+    return name in _field_names(cls)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "ProtocolError", "FrameTooLarge", "InvalidRequest", "UnsupportedApi"]
+__all__ = ["ErrorCode", "FrameTooLarge", "InvalidRequest", "ProtocolError", "UnsupportedApi"]
 
 
 class ProtocolError(Exception):

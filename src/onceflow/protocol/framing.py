@@ -32,7 +32,7 @@ import dataclasses
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -42,6 +42,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import SerialError
+from kio.static.primitive import i32
 
 from . import apis
 from .errors import FrameTooLarge, InvalidRequest, UnsupportedApi
@@ -97,7 +98,7 @@ class FrameReader:
     its unread bytes slide to the front with a same-length slice assignment.
     """
 
-    __slots__ = ("_buf", "_start", "_end", "max_frame_bytes")
+    __slots__ = ("_buf", "_end", "_start", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._buf = bytearray(_SMALL_BUFFER)
@@ -188,7 +189,7 @@ class UnknownApiVersions:
     api_version: int
 
 
-_header_readers = {1: entity_reader(RequestHeaderV1), 2: entity_reader(RequestHeaderV2)}
+_header_readers: dict[int, Any] = {1: entity_reader(RequestHeaderV1), 2: entity_reader(RequestHeaderV2)}
 _body_readers: dict[tuple[int, int], Any] = {}
 
 
@@ -218,7 +219,7 @@ def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
     try:
         header, offset = _header_readers[header_version](frame, 0)
         check_body(schema, frame, offset)  # before kio: it trusts array counts (see prescan)
-        body, size = reader(frame, offset)
+        body, _ = reader(frame, offset)
     except (SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError, KeyError) as exc:
         # KeyError: kio refuses tagged fields its schemas do not know, where Kafka
         # would skip them; such a request closes the connection here.
@@ -291,9 +292,9 @@ def encode_response(correlation_id: int, body: Any) -> memoryview:
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     if body.__flexible__ and body.__api_key__ != apis.API_VERSIONS:
-        _header_v1_writer(buf, ResponseHeaderV1(correlation_id=correlation_id))
+        _header_v1_writer(buf, ResponseHeaderV1(correlation_id=cast(i32, correlation_id)))
     else:
-        _header_v0_writer(buf, ResponseHeaderV0(correlation_id=correlation_id))
+        _header_v0_writer(buf, ResponseHeaderV0(correlation_id=cast(i32, correlation_id)))
     _writer(type(body))(buf, body)
     out = buf.getbuffer()
     _SIZE.pack_into(out, 0, len(out) - 4)

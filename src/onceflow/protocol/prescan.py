@@ -66,9 +66,9 @@ def _plan(cls: type, flexible: bool) -> tuple[_Step, ...]:
 
 
 class _Cursor:
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "end", "pos")
 
-    def __init__(self, buf: bytes, pos: int) -> None:
+    def __init__(self, buf: bytes | memoryview, pos: int) -> None:
         self.buf = buf
         self.pos = pos
         self.end = len(buf)
@@ -142,6 +142,6 @@ def _skip_entity(cur: _Cursor, cls: type, flexible: bool) -> None:
             cur.pos += size
 
 
-def check_body(schema: type, frame: bytes, offset: int) -> None:
+def check_body(schema: Any, frame: bytes | memoryview, offset: int) -> None:
     """Raise InvalidRequest if the body at ``offset`` claims more than the frame holds."""
     _skip_entity(_Cursor(frame, offset), schema, bool(schema.__flexible__))

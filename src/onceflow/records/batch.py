@@ -205,8 +205,7 @@ def scan(buf: bytes | bytearray | memoryview, start: int = 0, verify_crc: bool =
     Stops silently at the first incomplete or invalid batch; use ``scan_until_invalid``
     to learn where and why.
     """
-    for pos, header in _scan(buf, start, verify_crc, []):
-        yield pos, header
+    yield from _scan(buf, start, verify_crc, [])
 
 
 def scan_until_invalid(

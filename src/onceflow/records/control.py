@@ -60,7 +60,7 @@ def read_marker(batch: bytes | memoryview, header: BatchHeader) -> Marker | None
     for record in iter_records(batch, header):
         if record.key is None or len(record.key) < _KEY.size:
             return None
-        version, kind = _KEY.unpack_from(record.key)
+        _, kind = _KEY.unpack_from(record.key)
         if kind not in (ABORT, COMMIT):
             return None  # other control types (KRaft's) are not transaction markers
         coordinator_epoch = -1

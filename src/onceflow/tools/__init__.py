@@ -35,4 +35,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     txn.register(subparsers)
 
 
-__all__ = ["register", "topics", "groups", "txn"]
+__all__ = ["groups", "register", "topics", "txn"]

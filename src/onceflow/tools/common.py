@@ -57,7 +57,7 @@ def add_family(subparsers: Any, name: str, help_text: str) -> Any:
 def add_command(actions: Any, name: str, help_text: str, tool: Callable[[argparse.Namespace], Data],
                 empty: str = "(none)") -> argparse.ArgumentParser:
     """A command: ``tool(args)`` returns its data; ``empty`` is the table output for no rows."""
-    parser = actions.add_parser(name, help=help_text, description=help_text)
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
     _add_common_options(parser, leaf=True)
     parser.set_defaults(func=run, tool=tool, empty=empty)
     return parser
@@ -169,7 +169,7 @@ def iso_ms(ms: int | None) -> str | None:
     """Epoch milliseconds as an ISO-8601 UTC time; None for "none" (negative)."""
     if ms is None or ms < 0:
         return None
-    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -215,7 +215,7 @@ def table(rows: Iterable[Mapping[str, Any]], empty: str = "(none)") -> str:
                and any(_is_number(row.get(c)) for row in rows) for c in columns]
 
     def line(values: list[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
         return "  ".join(parts).rstrip()
 
     return "\n".join([line(headers), *(line(r) for r in cells)]) + "\n"

@@ -310,4 +310,4 @@ def _abort(args: argparse.Namespace) -> list[dict[str, Any]]:
     return abort_transaction(args.bootstrap_servers, args.topic, args.partition, args.producer_id, timeout=args.timeout)
 
 
-__all__ = ["list_transactions", "describe_transaction", "describe_producers", "find_hanging", "abort_transaction", "STATES"]
+__all__ = ["STATES", "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"]

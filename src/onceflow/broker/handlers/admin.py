@@ -74,8 +74,8 @@ def handle_create_topics(broker: Broker, request: Request, conn: KafkaProtocol) 
         error, message, topic = _create_one(broker, t, body.validate_only, seen[t.name] > 1)
         if error is not ErrorCode.none:
             log.info("CreateTopics %s from %s: %s (%s)", t.name, conn.peer, error.name, message)
-        fields: dict[str, Any] = dict(name=t.name, topic_id=ZERO_UUID, error_code=error, error_message=message,
-                                      num_partitions=-1, replication_factor=-1, configs=None)
+        fields: dict[str, Any] = {"name": t.name, "topic_id": ZERO_UUID, "error_code": error, "error_message": message,
+                                  "num_partitions": -1, "replication_factor": -1, "configs": None}
         if error is ErrorCode.none:
             num_partitions, overrides = topic
             fields.update(num_partitions=num_partitions, replication_factor=1,
@@ -198,7 +198,8 @@ def handle_create_partitions(broker: Broker, request: Request, conn: KafkaProtoc
         if topic is None:
             error, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
         elif t.count < len(topic.partitions):
-            error, message = ErrorCode.invalid_partitions, f"Topic currently has {len(topic.partitions)} partitions, which is higher than the requested {t.count}."
+            error = ErrorCode.invalid_partitions
+            message = f"Topic currently has {len(topic.partitions)} partitions, which is higher than the requested {t.count}."
         elif t.count == len(topic.partitions):
             error, message = ErrorCode.invalid_partitions, f"Topic already has {t.count} partitions."
         elif t.count > MAX_PARTITIONS:

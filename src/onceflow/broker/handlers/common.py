@@ -26,7 +26,7 @@ def responses(request: Request) -> ModuleType:
 def ms(value: Any) -> int:
     """A kio duration (timedelta) or plain number as integer milliseconds."""
     if isinstance(value, datetime.timedelta):
-        return int(round(value.total_seconds() * 1000))
+        return round(value.total_seconds() * 1000)
     return int(value)
 
 

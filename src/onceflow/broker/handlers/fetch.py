@@ -169,7 +169,7 @@ async def _long_poll(plan: _FetchPlan, max_wait_ms: int, min_bytes: int) -> Any:
         fut = registry.watch(logs)
         try:
             await asyncio.wait_for(fut, remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             registry.unwatch(logs, fut)
@@ -193,7 +193,7 @@ def handle_list_offsets(broker: Broker, request: Request, conn: KafkaProtocol) -
                 error = ErrorCode.unknown_topic_or_partition
             else:
                 error = _epoch_error(getattr(p, "current_leader_epoch", -1)) or ErrorCode.none
-            if error is ErrorCode.none:
+            if error is ErrorCode.none and topic is not None:
                 partition = topic.partitions[p.partition_index]
                 offset, ts = _lookup(partition, p.timestamp, committed)
             parts.append(

@@ -78,7 +78,7 @@ def handle_find_coordinator(broker: Broker, request: Request, conn: KafkaProtoco
     if request.api_version >= 4:
         coordinators = tuple(
             build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
-            for key, (err, msg, node, host, port) in zip(keys, answers)
+            for key, (err, msg, node, host, port) in zip(keys, answers, strict=True)
         )
         return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
     err, msg, node, host, port = answers[0]

@@ -118,13 +118,13 @@ def handle_metadata(broker: Broker, request: Request, conn: KafkaProtocol) -> An
                 topic_authorized_operations=_ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
-    fields: dict[str, Any] = dict(
-        throttle_time=NO_THROTTLE,
-        brokers=(build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
-        cluster_id=registry.cluster_id,
-        controller_id=broker.node_id,
-        topics=tuple(topics),
-    )
+    fields: dict[str, Any] = {
+        "throttle_time": NO_THROTTLE,
+        "brokers": (build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
+        "cluster_id": registry.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": tuple(topics),
+    }
     if 8 <= version <= 10:
         include_cluster = bool(getattr(body, "include_cluster_authorized_operations", False))
         fields["cluster_authorized_operations"] = _ALL_CLUSTER_OPERATIONS if include_cluster else AUTHORIZED_OPERATIONS_OMITTED

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 
 class _PartitionOutcome:
-    __slots__ = ("index", "error", "base_offset", "log_append_time", "log_start_offset", "message", "durable_at", "log")
+    __slots__ = ("base_offset", "durable_at", "error", "index", "log", "log_append_time", "log_start_offset", "message")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -155,7 +155,7 @@ async def _respond_when_durable(request: Request, outcomes: Any, waits: list[Any
     futures = [fut for _, fut in waits]
     try:
         await asyncio.wait_for(asyncio.shield(asyncio.gather(*futures, return_exceptions=True)), max(timeout_ms, 0) / 1000)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     _settle(waits)
     return _response(request, outcomes)

@@ -175,7 +175,7 @@ def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtoc
 
     def respond(_: object) -> Any:
         out = []
-        for marker, errors in zip(markers, results):
+        for marker, errors in zip(markers, results, strict=True):
             by_topic: dict[str, list[Any]] = {}
             for (topic, partition), error in errors.items():
                 by_topic.setdefault(topic, []).append(build(m.WritableTxnMarkerPartitionResult, partition_index=partition, error_code=error))
@@ -188,7 +188,7 @@ def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtoc
         if not markers:
             cb(None)
             return
-        for marker, slot in zip(markers, results):
+        for marker, slot in zip(markers, results, strict=True):
             partitions = frozenset((t.name, p) for t in marker.topics for p in t.partition_indexes)
 
             def done(errors: dict[TopicPartition, ErrorCode], slot: dict[TopicPartition, ErrorCode] = slot) -> None:
@@ -249,6 +249,7 @@ def handle_list_transactions(broker: Broker, request: Request, conn: KafkaProtoc
     wanted = set(body.state_filters or ())
     unknown = tuple(sorted(wanted - known))
     states = wanted & known
+    listed: list[Any]
     if wanted and not states:
         listed = []  # only unknown states asked for: nothing matches (they are reported back)
     else:

@@ -110,8 +110,8 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
-from ..outbox import Outbox
 from ...timers import Timers
+from ..outbox import Outbox
 from ..partitioning import partition_for
 from . import records as rec
 from .metadata import GroupMetadata, GroupState, MemberMetadata, PendingTxnOffset
@@ -379,11 +379,11 @@ class GroupCoordinator:
                     pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = candidate
 
             now = self._now()
-            for group_id, value in loaded_groups.items():
+            for group_id, group_value in loaded_groups.items():
                 offsets = loaded_offsets.pop(group_id, {})
                 open_txns = pending_by_group.pop(group_id, {})
                 try:
-                    group = self._group_from_record(group_id, value, now)
+                    group = self._group_from_record(group_id, group_value, now)
                 except (RuntimeError, ValueError) as exc:
                     # E.g. a member listed twice: keep the offsets, lose the membership.
                     log.error("__consumer_offsets-%d: unusable metadata for group %s (%s); loading it empty",
@@ -746,8 +746,8 @@ class GroupCoordinator:
         member, fenced_joins, fenced_syncs = group.replace_static_member(instance_id, old_member_id, new_member_id)
         for cb in fenced_joins:
             self._reply(cb, JoinResult(ErrorCode.fenced_instance_id, member_id=old_member_id))
-        for cb in fenced_syncs:
-            self._reply(cb, SyncResult(ErrorCode.fenced_instance_id))
+        for sync_cb in fenced_syncs:
+            self._reply(sync_cb, SyncResult(ErrorCode.fenced_instance_id))
         self._schedule_heartbeat(group, member)
         old_protocols = member.protocols
         old_rebalance_timeout = member.rebalance_timeout_ms
@@ -784,8 +784,8 @@ class GroupCoordinator:
                                             protocol_name=group.protocol_name, leader=current_leader or "", member_id="")
                         for cb in waiting + more_joins:
                             self._reply(cb, result)
-                        for cb in more_syncs:
-                            self._reply(cb, SyncResult(error))
+                        for sync_cb in more_syncs:
+                            self._reply(sync_cb, SyncResult(error))
                     elif supports_skip:
                         # KIP-814 (JoinGroup v9+): a returning static leader is
                         # told it leads but must not run the assignor again.
@@ -941,8 +941,8 @@ class GroupCoordinator:
             return
         for cb in group.take_join_callbacks(member):
             self._reply(cb, JoinResult(ErrorCode.unknown_member_id, member_id=""))
-        for cb in group.take_sync_callbacks(member):
-            self._reply(cb, SyncResult(ErrorCode.unknown_member_id))
+        for sync_cb in group.take_sync_callbacks(member):
+            self._reply(sync_cb, SyncResult(ErrorCode.unknown_member_id))
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A new member may time out while its JoinGroup is parked: answering
@@ -1357,14 +1357,14 @@ class GroupCoordinator:
         with self._api():
             error = self._validate_group_status(group_id, allow_empty_id=True)
             if error is not None:
-                self._reply(callback, {tp: error for tp in offsets})
+                self._reply(callback, dict.fromkeys(offsets, error))
                 return
             group = self._groups.get(group_id)
             if group is None:
                 if generation_id >= 0:
                     # A member of a group this coordinator does not know (or
                     # an older generation): reject.
-                    self._reply(callback, {tp: ErrorCode.illegal_generation for tp in offsets})
+                    self._reply(callback, dict.fromkeys(offsets, ErrorCode.illegal_generation))
                     return
                 # Not using group management: the group exists for its offsets only.
                 log.info("creating simple consumer group %s via manual offset commit", group_id)
@@ -1372,7 +1372,7 @@ class GroupCoordinator:
                 self._groups[group_id] = group
             error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
             if error is not None:
-                self._reply(callback, {tp: error for tp in offsets})
+                self._reply(callback, dict.fromkeys(offsets, error))
                 return
             state = group.state
             if state is GroupState.EMPTY:
@@ -1384,7 +1384,7 @@ class GroupCoordinator:
                 self._store_offsets(group, offsets, callback)
             elif state is GroupState.COMPLETING_REBALANCE:
                 # The member has its join response but not its assignment yet.
-                self._reply(callback, {tp: ErrorCode.rebalance_in_progress for tp in offsets})
+                self._reply(callback, dict.fromkeys(offsets, ErrorCode.rebalance_in_progress))
             else:
                 raise RuntimeError(f"commit for group {group_id} in unexpected state {state}")
 
@@ -1437,13 +1437,13 @@ class GroupCoordinator:
                     commit_timestamp_ms=o.commit_timestamp_ms if o.commit_timestamp_ms >= 0 else now,
                 )
         if not valid:
-            self._reply(callback, {tp: ErrorCode.offset_metadata_too_large for tp in offsets})
+            self._reply(callback, dict.fromkeys(offsets, ErrorCode.offset_metadata_too_large))
             return
 
         def statuses(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: (error if tp in valid else ErrorCode.offset_metadata_too_large) for tp in offsets}
 
-        records = [
+        records: list[tuple[bytes, bytes | None]] = [
             (
                 rec.encode_offset_commit_key(rec.OffsetCommitKey(group.group_id, tp[0], tp[1])),
                 rec.encode_offset_commit_value(
@@ -1545,7 +1545,7 @@ class GroupCoordinator:
                              group_id, verified.name)
                     error = verified
             if error is not None:
-                self._reply(callback, {tp: error for tp in offsets})
+                self._reply(callback, dict.fromkeys(offsets, error))
                 return
             group = self._groups.get(group_id)
             if group is None:
@@ -1554,7 +1554,7 @@ class GroupCoordinator:
                 self._groups[group_id] = group
             error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
             if error is not None:
-                self._reply(callback, {tp: error for tp in offsets})
+                self._reply(callback, dict.fromkeys(offsets, error))
                 return
             self._store_offsets(group, offsets, callback, txn=(producer_id, producer_epoch))
 
@@ -1735,8 +1735,8 @@ class GroupCoordinator:
                 for member in list(group.members.values()):
                     for cb in group.take_join_callbacks(member):
                         self._reply(cb, JoinResult(ErrorCode.not_coordinator, member_id=member.member_id))
-                    for cb in group.take_sync_callbacks(member):
-                        self._reply(cb, SyncResult(ErrorCode.not_coordinator))
+                    for sync_cb in group.take_sync_callbacks(member):
+                        self._reply(sync_cb, SyncResult(ErrorCode.not_coordinator))
                 group.transition_to(GroupState.DEAD, now)
             inflight = list(self._inflight.values())
             self._inflight.clear()

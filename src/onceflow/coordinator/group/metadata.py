@@ -221,7 +221,7 @@ class MemberMetadata:
         """Same protocols, same order, same metadata bytes."""
         if len(protocols) != len(self.protocols):
             return False
-        return all(n1 == n2 and bytes(m1) == bytes(m2) for (n1, m1), (n2, m2) in zip(protocols, self.protocols))
+        return all(n1 == n2 and bytes(m1) == bytes(m2) for (n1, m1), (n2, m2) in zip(protocols, self.protocols, strict=True))
 
     def vote(self, candidates: set[str]) -> str:
         """The member's most preferred protocol among ``candidates``."""

@@ -36,20 +36,20 @@ from dataclasses import dataclass, field
 from ..serde import Reader, RecordDecodeError, Writer
 
 __all__ = [
-    "RecordDecodeError",
-    "OffsetCommitKey",
     "GroupMetadataKey",
-    "UnknownKey",
-    "OffsetCommitValue",
-    "MemberMetadataValue",
     "GroupMetadataValue",
-    "encode_offset_commit_key",
-    "encode_group_metadata_key",
-    "encode_offset_commit_value",
-    "encode_group_metadata_value",
+    "MemberMetadataValue",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "RecordDecodeError",
+    "UnknownKey",
+    "decode_group_metadata_value",
     "decode_key",
     "decode_offset_commit_value",
-    "decode_group_metadata_value",
+    "encode_group_metadata_key",
+    "encode_group_metadata_value",
+    "encode_offset_commit_key",
+    "encode_offset_commit_value",
 ]
 
 OFFSET_COMMIT_KEY_VERSION = 1

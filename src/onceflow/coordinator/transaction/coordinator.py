@@ -71,6 +71,7 @@ bugs.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -81,8 +82,8 @@ from typing import Any
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
-from ..outbox import Outbox
 from ...timers import Timers
+from ..outbox import Outbox
 from .metadata import (
     TransactionMetadata,
     TransactionState,
@@ -273,8 +274,7 @@ class TransactionCoordinator:
                     transit = md.prepare_complete(now)
                     log.info("rolling forward the %s of transactional id %r after loading partition %d",
                              "commit" if commit else "abort", md.transactional_id, partition)
-                    self._then(lambda md=md, transit=transit, commit=commit:
-                               self._start_markers(md.transactional_id, md, transit, commit))
+                    self._then(functools.partial(self._start_markers, md.transactional_id, md, transit, commit))
 
     # ================================================================ InitProducerId
 
@@ -418,7 +418,7 @@ class TransactionCoordinator:
             tps = list(dict.fromkeys(partitions))
 
             def respond(error: ErrorCode) -> None:
-                callback({tp: error for tp in tps})
+                callback(dict.fromkeys(tps, error))
 
             if not self._active:
                 self._reply(respond, ErrorCode.not_coordinator)
@@ -826,7 +826,7 @@ class TransactionCoordinator:
                      md.txn_timeout_ms)
             fence = md.prepare_fence_producer_epoch()
             self._end_transaction(tid, fence.producer_id, fence.producer_epoch, commit=False, from_client=False,
-                                  done=lambda error, tid=tid: self._on_timeout_abort_done(tid, error))
+                                  done=functools.partial(self._on_timeout_abort_done, tid))
 
     @staticmethod
     def _on_timeout_abort_done(transactional_id: str, error: ErrorCode) -> None:

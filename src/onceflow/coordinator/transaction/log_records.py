@@ -151,7 +151,7 @@ def _tag_int(fields: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
         return default
     if len(data) != struct.calcsize(fmt):
         raise RecordDecodeError(f"tagged field {tag} has {len(data)} bytes")
-    return struct.unpack(fmt, data)[0]
+    return int(struct.unpack(fmt, data)[0])
 
 
 def decode_value(data: bytes | None) -> TransactionLogValue | None:
