@@ -8,8 +8,10 @@ upper-cased to OUTPUT, and commits its input offsets in the same transaction
 (send_offsets_to_transaction).  When a transaction fails with an abortable
 or retriable error (the broker was restarted under it, say) the worker
 aborts it and rewinds its input to the last committed offsets, as a
-correct exactly-once application must; a fatal error ends the process with
-status 2 (the test starts a new one).  It prints one line per phase (``begin``,
+correct exactly-once application must; a retriable error from
+send_offsets_to_transaction or commit_transaction (a timeout while the broker
+restarts) resumes the call instead, as librdkafka requires; a fatal error
+ends the process with status 2 (the test starts a new one).  It prints one line per phase (``begin``,
 ``produced``, ``offsets``, ``committed N``) so a test can SIGKILL it at a
 chosen point.  It runs until it is killed (the test decides when the output
 is complete), or for at most two minutes.
@@ -74,26 +76,40 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
             producer.flush(30)
             say("produced")
             positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            _resuming(lambda: producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30))
             say("offsets")
-            producer.commit_transaction(30)
+            _resuming(lambda: producer.commit_transaction(30))
         except KafkaException as exc:
             error = exc.args[0]
-            if error.fatal():
+            if error.fatal() or not error.txn_requires_abort():
                 say(f"fatal {error}")
                 return 2
             say(f"retry {error}")
             try:
                 producer.abort_transaction(30)
             except KafkaException as abort_error:
-                if abort_error.args[0].fatal():
-                    return 2
+                say(f"fatal {abort_error.args[0]}")
+                return 2
             _rewind(consumer)
             continue
         committed_total += len(batch)
         say(f"committed {committed_total}")
     say("timeout")
     return 1
+
+
+def _resuming(call: object, attempts: int = 10) -> None:
+    """librdkafka's contract: a retriable error (a timeout while the broker restarts) means "call
+    again to resume"; only an error that requires an abort is aborted.  Aborting after a retriable
+    one instead leaves the producer answering _CONFLICT to everything."""
+    for attempt in range(attempts):
+        try:
+            call()  # type: ignore[operator]
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or attempt == attempts - 1:
+                raise
+            say(f"resume {exc.args[0]}")
 
 
 def _rewind(consumer: Consumer) -> None:
