@@ -1,0 +1,49 @@
+"""Exactly-once pipelines on Apache Spark: the ``onceflow`` data source for PySpark.
+
+    import onceflow.spark
+    onceflow.spark.register(spark)
+    stream = (spark.readStream.format("onceflow")
+              .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+              .option("subscribe", "payments").load())
+    (stream.selectExpr("key", "upper(value) AS value").writeStream.format("onceflow")
+           .option("kafka.bootstrap.servers", "127.0.0.1:9092").option("topic", "ledger")
+           .option("checkpointLocation", "/tmp/ckpt").start())
+
+It speaks only standard Kafka APIs, through confluent-kafka, so the same
+pipeline runs against Onceflow or an Apache Kafka cluster.  Option names and
+the row schema are those of Spark's built-in Kafka connector.  The layout:
+
+* ``options``: options parsed and checked once (clear errors naming the option);
+* ``ranges``: offset ranges per micro-batch, rate limits (pure functions);
+* ``kafka``: the Kafka I/O (partitions, offsets, reading a range into Arrow);
+* ``sink``: the exactly-once commit protocol (one transaction per query,
+  micro-batch and task partition);
+* ``source``: the thin PySpark adapter over all of these;
+* ``foreach_batch``: ``write_exactly_once`` for ``foreachBatch`` (several
+  topics atomically per task).
+
+Install with ``pip install onceflow[spark]`` (PySpark 4.2 or newer, pyarrow).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["FORMAT", "register", "write_exactly_once"]
+
+FORMAT = "onceflow"
+
+
+def register(spark: Any) -> None:
+    """Register the ``onceflow`` format with a SparkSession."""
+    from .source import OnceflowDataSource
+
+    spark.dataSource.register(OnceflowDataSource)
+
+
+def __getattr__(name: str) -> Any:  # the foreachBatch helper imports PySpark only when used
+    if name == "write_exactly_once":
+        from .foreach_batch import write_exactly_once
+
+        return write_exactly_once
+    raise AttributeError(name)

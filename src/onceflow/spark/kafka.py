@@ -1,0 +1,280 @@
+"""The connector's Kafka I/O, through confluent-kafka and standard Kafka APIs only.
+
+Theory of operation
+-------------------
+Nothing here knows Spark.  The driver side asks a ``KafkaAdmin`` which
+partitions a subscription covers and where each one starts and ends
+(ListOffsets with the source's isolation level: for read_committed the end
+is the *last stable offset*, so an open transaction is never half read).
+Executors read one exact offset range with ``read_range`` into Arrow record
+batches: a consumer is assigned at the range's start and reads until it
+either sees an offset at or past the range's end, or reaches the end of the
+partition at or past it.  Offsets a read_committed consumer never sees
+(transaction markers, aborted records, records compacted away) are simply
+gaps: the range is over when the position passes its end, not when it has
+counted ``end - start`` records, so a range never hangs on a gap and never
+reports data loss because of one.  Real loss (the start fell below the log
+start offset after retention) is ``DataLossError`` or, without
+``failOnDataLoss``, a warning and a jump to the log start.
+
+Row layout, as Spark's Kafka source has it: key, value (binary), topic,
+partition, offset, timestamp, timestampType (0 CreateTime, 1
+LogAppendTime), and headers (key, value) with ``includeHeaders``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .options import Assign, Subscribe, Subscription
+
+log = logging.getLogger(__name__)
+
+#: A partition as (topic, partition number).
+TP = tuple[str, int]
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+#: Rows per Arrow record batch a reader yields.
+ARROW_BATCH_ROWS = 16384
+#: How long one poll waits; a range's read is bounded by ``read_timeout_s``.
+POLL_S = 0.5
+DEFAULT_TIMEOUT_S = 120.0
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow form of Spark's Kafka source schema."""
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(("headers", HEADER_TYPE))
+    return pa.schema(fields)
+
+
+SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+                "timestampType int")
+SPARK_HEADERS = "headers array<struct<key: string, value: binary>>"
+
+
+def spark_schema(include_headers: bool) -> str:
+    return f"{SPARK_SCHEMA}, {SPARK_HEADERS}" if include_headers else SPARK_SCHEMA
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query still needed are gone (retention, a deleted topic) and failOnDataLoss is on."""
+
+
+def client_config(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka settings: the ``kafka.*`` options, bootstrap servers, quiet logs by default."""
+    config: dict[str, Any] = {"log_level": 3, **kafka_params}
+    config["bootstrap.servers"] = bootstrap_servers
+    return config
+
+
+def _isolation(kafka_params: Mapping[str, str]) -> IsolationLevel:
+    committed = kafka_params.get("isolation.level", "read_committed") == "read_committed"
+    return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+
+
+class KafkaAdmin:
+    """The driver's view of the brokers: partitions of a subscription, and their offsets."""
+
+    def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        # Consumer and producer settings are ignored by an admin client (librdkafka warns, quietly).
+        self._admin = AdminClient(client_config(bootstrap_servers, kafka_params))
+        self._isolation = _isolation(kafka_params)
+        self._timeout_s = timeout_s
+
+    def partitions(self, subscription: Subscription) -> list[TP]:
+        """The partitions the subscription covers now (new partitions and matching topics included)."""
+        if isinstance(subscription, Assign):
+            return sorted(subscription.partitions)
+        metadata = self._admin.list_topics(timeout=self._timeout_s)
+        out: list[TP] = []
+        for name, topic in metadata.topics.items():
+            if isinstance(subscription, Subscribe):
+                if name not in subscription.topics:
+                    continue
+            elif name in INTERNAL_TOPICS or not subscription.matches(name):
+                continue  # a pattern never matches the internal topics (the Java consumer's exclude.internal.topics)
+            if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
+                continue  # e.g. being created or deleted: picked up next time
+            out.extend((name, p) for p in topic.partitions)
+        return sorted(out)
+
+    def earliest(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        return self._list_offsets(partitions, spec, IsolationLevel.READ_UNCOMMITTED)
+
+    def latest(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """The end of each partition a reader may read to: the LSO for read_committed, else the high watermark."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), self._isolation)  # type: ignore[no-untyped-call]
+
+    def _list_offsets(self, partitions: Iterable[TP], spec: OffsetSpec, isolation: IsolationLevel) -> dict[TP, int]:
+        wanted = {TopicPartition(t, p): spec for t, p in partitions}
+        if not wanted:
+            return {}
+        futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout_s)
+        return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+
+    def commit_group_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> None:
+        """Store ``offsets`` as ``group_id``'s committed offsets (commitOffsetsToGroup), for lag tools."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        futures = self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, partitions)],
+                                                           request_timeout=self._timeout_s)
+        for future in futures.values():
+            future.result(self._timeout_s)
+
+
+def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:
+    """A consumer that only ever reads assigned ranges: no group membership, no commits."""
+    config = client_config(bootstrap_servers, kafka_params)
+    config.setdefault("group.id", group_id)
+    config.setdefault("isolation.level", "read_committed")
+    config.update({
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    })
+    return config
+
+
+def reader_group_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def read_range(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str, topic: str, partition: int,
+               start: int, end: int, *, include_headers: bool, fail_on_data_loss: bool,
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
+    """The records of [start, end) of one partition, as Arrow record batches in offset order.
+
+    Bounded: if neither the end nor the partition's end is reached within
+    ``timeout_s`` without progress, the read fails (TimeoutError) and Spark
+    retries the task.
+    """
+    if end <= start:
+        return
+    consumer = Consumer(reader_config(bootstrap_servers, kafka_params, group_id))
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        builder = _BatchBuilder(topic, partition, include_headers)
+        deadline = time.monotonic() + timeout_s
+        done = False
+        while not done:
+            messages = consumer.consume(ARROW_BATCH_ROWS, POLL_S)
+            if messages:
+                deadline = time.monotonic() + timeout_s
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if (message.offset() or 0) >= end:  # the partition ends at or past the range: all read
+                            done = True
+                            break
+                        continue
+                    if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                        admin = KafkaAdmin(bootstrap_servers, kafka_params, timeout_s)
+                        restart = _data_loss(admin, topic, partition, start, end, fail_on_data_loss, str(error))
+                        if restart is None:
+                            done = True
+                            break
+                        consumer.assign([TopicPartition(topic, partition, restart)])
+                        continue
+                    if error.fatal() or not error.retriable():
+                        raise KafkaException(error)
+                    continue
+                if (message.offset() or 0) >= end:
+                    done = True
+                    break
+                builder.add(message)
+            if builder.rows >= ARROW_BATCH_ROWS:
+                yield builder.finish()
+            if not done and time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}-{partition} [{start}, {end}): no progress for {timeout_s:.0f} s")
+        if builder.rows:
+            yield builder.finish()
+    finally:
+        consumer.close()
+
+
+def _data_loss(admin: KafkaAdmin, topic: str, partition: int, start: int, end: int, fail: bool,
+               reason: str) -> int | None:
+    """Offsets below the log start: fail, or continue from the log start (None: nothing left in the range)."""
+    message = (f"{topic}-{partition}: offsets from {start} are no longer available ({reason}); some data may have "
+               "been lost, e.g. deleted by retention before this query read it")
+    if fail:
+        raise DataLossError(message + ". Set failOnDataLoss=false to skip the lost offsets instead.")
+    log_start = admin.earliest([(topic, partition)])[(topic, partition)]
+    log.warning("%s; continuing from offset %d (failOnDataLoss=false)", message, log_start)
+    return log_start if log_start < end else None
+
+
+class _BatchBuilder:
+    """Columns of one Arrow record batch, filled message by message (the one per-record step)."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.schema = arrow_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Any) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(message.offset())
+        kind, timestamp = message.timestamp()
+        self.timestamps.append(timestamp * 1000)
+        self.types.append(kind - 1)  # librdkafka: 1 CreateTime, 2 LogAppendTime; Spark/Java: 0, 1
+        if self.include_headers:
+            headers = message.headers()
+            self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else [])
+
+    def finish(self) -> pa.RecordBatch:
+        n = self.rows
+        columns = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array([self.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ]
+        if self.include_headers:
+            columns.append(pa.array(self.headers, HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        self._reset()
+        return batch

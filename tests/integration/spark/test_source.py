@@ -1,0 +1,205 @@
+"""The onceflow streaming and batch source on real Spark against the broker process: exact
+offset ranges across transaction markers, aborted records and compaction gaps, read_committed
+up to the last stable offset, maxOffsetsPerTrigger, restarts from the checkpoint, new
+partitions, commitOffsetsToGroup, and data loss."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from tests.conftest import BrokerProcess, wait_for
+from tests.integration.spark.support import (
+    TIMEOUT,
+    bootstrap_options,
+    checkpoint,
+    new_topic,
+    run_available_now,
+    transactional_writes,
+)
+from tests.integration.test_produce_fetch import produce
+from tests.integration.test_transactions import txn_producer
+
+
+def stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    reader = spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    reader = reader.option("startingOffsets", options.pop("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+class FileSink:
+    """A parquet file sink (Spark's own, exactly-once, restartable from its checkpoint) to read back."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="onceflow-out-")
+        self.checkpoint = checkpoint()
+
+    def run(self, frame: Any) -> Any:
+        projected = frame.selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+        return run_available_now(projected, {"path": self.path}, self.checkpoint, fmt="parquet")
+
+    def rows(self, spark: Any) -> list[tuple[Any, ...]]:
+        """(value, partition, offset) of every row written, by partition and offset."""
+        rows = spark.read.parquet(self.path).collect()
+        return sorted(((r.v, r.partition, r.offset) for r in rows), key=lambda r: (r[1], r[2]))
+
+
+def test_ranges_across_markers_and_aborted_records_hold_exactly_the_committed(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 2)
+    committed = transactional_writes(bs, topic, [([f"t{t}-{i}".encode() for i in range(20)], t % 3 != 1) for t in range(9)])
+    out = FileSink()
+    query = out.run(stream(spark, bs, topic, maxOffsetsPerTrigger="25"))
+    rows = out.rows(spark)
+    assert sorted(v.encode() for v, _, _ in rows) == sorted(committed), "exactly the committed records, once each"
+    assert all(not v.startswith(("t1-", "t4-", "t7-")) for v, _, _ in rows)
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert len(batches) > 4 and max(batches) <= 25 + 2, f"maxOffsetsPerTrigger=25 splits the work: {batches}"
+
+
+def test_read_committed_stops_at_an_open_transaction_and_continues_after_it(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    produce(bs, topic, [b"before"], partition=0)
+    open_txn = txn_producer(bs)
+    open_txn.begin_transaction()
+    open_txn.produce(topic, b"pending", partition=0)
+    open_txn.flush(TIMEOUT)
+    produce(bs, topic, [b"after"], partition=0)  # behind the open transaction: not stable yet
+    out = FileSink()
+    frame = stream(spark, bs, topic)
+    out.run(frame)
+    assert [v for v, _, _ in out.rows(spark)] == ["before"], "nothing at or past the last stable offset"
+    open_txn.commit_transaction(TIMEOUT)
+    out.run(frame)  # the same query, restarted from its checkpoint
+    assert [v for v, _, _ in out.rows(spark)] == ["before", "pending", "after"]
+
+    # read_uncommitted, for comparison, reads an open transaction's records.
+    uncommitted_topic = new_topic(bs, 1)
+    open_txn.begin_transaction()
+    open_txn.produce(uncommitted_topic, b"uncommitted", partition=0)
+    open_txn.flush(TIMEOUT)
+    out = FileSink()
+    out.run(stream(spark, bs, uncommitted_topic, **{"kafka.isolation.level": "read_uncommitted"}))
+    assert [v for v, _, _ in out.rows(spark)] == ["uncommitted"]
+    open_txn.abort_transaction(TIMEOUT)
+
+
+def test_a_restart_from_the_checkpoint_continues_where_the_query_stopped(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 2)
+    first = transactional_writes(bs, topic, [([f"a{i}".encode() for i in range(30)], True)])
+    out = FileSink()
+    frame = stream(spark, bs, topic)
+    out.run(frame)
+    second = transactional_writes(bs, topic, [([f"b{i}".encode() for i in range(30)], True)])
+    query = out.run(frame)
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 30, "only the new records were read"
+    assert sorted(v.encode() for v, _, _ in out.rows(spark)) == sorted(first + second)
+
+
+def test_new_partitions_are_picked_up_from_their_start(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    produce(bs, topic, [b"p0-a"], partition=0)
+    out = FileSink()
+    frame = stream(spark, bs, topic)
+    out.run(frame)
+    admin = AdminClient({"bootstrap.servers": bs})
+    for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
+        future.result(TIMEOUT)
+    produce(bs, topic, [b"p1-a", b"p1-b"], partition=1)
+    produce(bs, topic, [b"p2-a"], partition=2)
+    out.run(frame)
+    assert out.rows(spark) == [("p0-a", 0, 0), ("p1-a", 1, 0), ("p1-b", 1, 1), ("p2-a", 2, 0)]
+
+
+def test_compaction_gaps_are_read_to_the_end_of_the_range(spark: Any, make_broker_process: Any) -> None:
+    """Offsets the cleaner removed are gaps: each range is read to its end, no hang, no data-loss error."""
+    from tests.integration.test_compaction import cleaned_through, partition_dir, produce_keyed
+
+    broker = make_broker_process(**{"log.cleaner.backoff.ms": "200"})
+    bs = broker.bootstrap_servers
+    topic = new_topic(bs, 1, **{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})
+    last = produce_keyed(bs, topic, [(f"k{i % 5}".encode(), f"v{r}".encode() * 20) for r in range(8) for i in range(5)],
+                         **{"batch.num.messages": 1})
+    produce_keyed(bs, topic, [(f"tail-{i}".encode(), b"x" * 100) for i in range(12)], **{"batch.num.messages": 1})
+    wait_for(lambda: cleaned_through(partition_dir(broker, topic), max(last.values())), what="the cleaner")
+    out = FileSink()
+    out.run(stream(spark, bs, topic, maxOffsetsPerTrigger="7"))
+    rows = out.rows(spark)
+    values = [v for v, _, _ in rows]
+    assert values[:5] == ["v7" * 20] * 5, "the newest value of each key, once"
+    assert len(values) == 5 + 12
+    offsets = [o for _, _, o in rows]
+    assert offsets == sorted(set(offsets)) and offsets[0] > 0, "gaps where the cleaner removed records"
+
+
+def test_commit_offsets_to_group_shows_the_pipeline_in_the_group(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 2)
+    transactional_writes(bs, topic, [([f"r{i}".encode() for i in range(10)], True)])
+    group = f"lag-{uuid.uuid4().hex[:6]}"
+    FileSink().run(stream(spark, bs, topic, commitOffsetsToGroup=group))
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
+    committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=TIMEOUT)
+    consumer.close()
+    ends = {tp.partition: tp.offset for tp in committed}
+    low_high = [Consumer({"bootstrap.servers": bs, "group.id": "wm", "isolation.level": "read_committed"})
+                .get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT) for p in (0, 1)]
+    assert ends == {0: low_high[0][1], 1: low_high[1][1]}, "the group's offsets are the end of the last micro-batch"
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_offsets_deleted_by_retention_follow_fail_on_data_loss(spark: Any, make_broker_process: Any,
+                                                                fail_on_data_loss: bool) -> None:
+    broker = make_broker_process(**{"log.retention.check.interval.ms": "100"})
+    bs = broker.bootstrap_servers
+    topic = new_topic(bs, 1, **{"segment.bytes": "1024"})
+    produce(bs, topic, [f"early-{i}".encode() * 10 for i in range(10)], partition=0, **{"batch.num.messages": 1})
+    starting = '{"%s":{"0":0}}' % topic
+    frame = stream(spark, bs, topic, startingOffsets=starting, failOnDataLoss=str(fail_on_data_loss).lower())
+    admin = AdminClient({"bootstrap.servers": bs})
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.bytes", "1", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(TIMEOUT)
+
+    def log_start() -> int:
+        probe = Consumer({"bootstrap.servers": bs, "group.id": "wm"})
+        low, _ = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT, cached=False)
+        probe.close()
+        return low
+
+    wait_for(lambda: log_start() > 0, what="retention to delete the first segments")
+    out = FileSink()
+    if fail_on_data_loss:
+        from pyspark.errors import StreamingQueryException
+
+        with pytest.raises(StreamingQueryException, match="no longer available.*failOnDataLoss=false"):
+            out.run(frame)
+    else:
+        out.run(frame)
+        rows = out.rows(spark)
+        assert rows and rows[0][2] == log_start(), "continued from the log start"
+
+
+def test_a_batch_read_takes_exact_starting_and_ending_offsets(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    produce(bs, topic, [f"r{i}".encode() for i in range(10)], partition=0)
+    frame = (spark.read.format("onceflow").options(**bootstrap_options(bs)).option("subscribe", topic)
+             .option("startingOffsets", '{"%s":{"0":3}}' % topic).option("endingOffsets", '{"%s":{"0":7}}' % topic)
+             .option("includeHeaders", "true").load())
+    assert frame.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    rows = frame.selectExpr("CAST(value AS STRING) v", "offset", "timestampType", "size(headers) h").collect()
+    assert [(r.v, r.offset, r.timestampType, r.h) for r in rows] == [(f"r{i}", i, 0, 0) for i in range(3, 7)]
