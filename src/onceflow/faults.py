@@ -1,4 +1,4 @@
-"""Test-only crash points: make the broker die at an exact step of a transaction.
+"""Test-only fault points: make the broker die, or a Spark task fail, at an exact step.
 
 Fault tests start ``onceflow broker`` with ``ONCEFLOW_FAULT=<point>[@<n>]``
 in its environment.  When the broker reaches the n-th occurrence (default
@@ -13,12 +13,22 @@ Points (named where they are reached):
   durable, but the coordinator has not been told yet;
 * ``marker``: a COMMIT/ABORT marker has been appended to one partition of a
   transaction, before the markers of its other partitions are written.
+
+Spark tasks run in worker processes that Spark starts once per session, so
+their faults are armed while they run: ``ONCEFLOW_FAULT_DIR`` names a
+directory, and a file there named after a point arms it; its content is the
+action (``raise``, ``exit`` or ``sleep:<seconds>``).  ``armed`` reads it; without the variable it
+is one dictionary lookup.  Points:
+
+* ``spark-sink-first-attempt``: the exactly-once sink has written and flushed
+  the first row of a task's transaction, on the task's first attempt.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +52,29 @@ def crash_point(name: str) -> None:
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(137)
+
+
+def armed(point: str) -> str | None:
+    """The action armed for a Spark-side fault point (see above), or None."""
+    directory = os.environ.get("ONCEFLOW_FAULT_DIR")
+    if not directory:
+        return None
+    try:
+        return (Path(directory) / point).read_text().strip() or "raise"
+    except FileNotFoundError:
+        return None
+
+
+def act(point: str, action: str) -> None:
+    """Carry out an armed Spark-side fault: an exception (``raise``), the worker process dying
+    at once (``exit``), or a pause (``sleep:<seconds>``, so that a test can kill the driver
+    while the task is inside its transaction)."""
+    log.error("fault injection: %s at %s", action, point)
+    if action == "exit":
+        os._exit(1)
+    if action.startswith("sleep:"):
+        import time
+
+        time.sleep(float(action.partition(":")[2]))
+        return
+    raise RuntimeError(f"fault injected at {point}")

@@ -171,7 +171,9 @@ def _no_open_transactions(bootstrap: str) -> bool:
     try:
         for p in PARTITIONS:
             _, lso = consumer.get_watermark_offsets(TopicPartition("multi", p), timeout=TIMEOUT, cached=False)
-            plain = Consumer({"bootstrap.servers": bootstrap, "group.id": f"hw-{uuid.uuid4()}"})
+            # librdkafka's default isolation.level is read_committed: ask for the high watermark explicitly.
+            plain = Consumer({"bootstrap.servers": bootstrap, "group.id": f"hw-{uuid.uuid4()}",
+                              "isolation.level": "read_uncommitted"})
             _, hw = plain.get_watermark_offsets(TopicPartition("multi", p), timeout=TIMEOUT, cached=False)
             plain.close()
             if lso != hw:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -106,7 +106,7 @@ class KafkaAdmin:
         """The partitions the subscription covers now (new partitions and matching topics included)."""
         if isinstance(subscription, Assign):
             return sorted(subscription.partitions)
-        metadata = self._admin.list_topics(timeout=self._timeout_s)
+        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s)
         out: list[TP] = []
         for name, topic in metadata.topics.items():
             if isinstance(subscription, Subscribe):
@@ -131,8 +131,12 @@ class KafkaAdmin:
         wanted = {TopicPartition(t, p): spec for t, p in partitions}
         if not wanted:
             return {}
-        futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout_s)
-        return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+
+        def call() -> dict[TP, int]:
+            futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout_s)
+            return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+
+        return _retrying(call, self._timeout_s)
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> None:
         """Store ``offsets`` as ``group_id``'s committed offsets (commitOffsetsToGroup), for lag tools."""
@@ -143,6 +147,32 @@ class KafkaAdmin:
                                                            request_timeout=self._timeout_s)
         for future in futures.values():
             future.result(self._timeout_s)
+
+
+#: Errors a broker that is restarting or electing leaders gives for a moment.
+_TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                        KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REQUEST_TIMED_OUT,
+                        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE})
+_T = TypeVar("_T")
+
+
+def _retrying(call: Callable[[], _T], timeout_s: float) -> _T:
+    """Run a driver-side metadata call, retrying transient errors (a broker restarting, leaders
+    not known yet) with backoff for up to ``timeout_s``, as Spark's KafkaOffsetReader retries."""
+    deadline = time.monotonic() + timeout_s
+    backoff = 0.1
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0]
+            transient = isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT)
+            if not transient or time.monotonic() + backoff > deadline:
+                raise
+            log.info("retrying after a transient error: %s", error)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
 
 
 def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:

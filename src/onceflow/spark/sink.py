@@ -59,6 +59,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from .. import faults
 from .kafka import client_config
 from .options import OptionError, SinkOptions
 
@@ -71,6 +72,7 @@ BOOKKEEPING_PARTITION = 0
 CLIENT_TIMEOUT_S = 60.0
 #: Retries of a commit that failed with a retriable error (e.g. the broker restarting).
 COMMIT_RETRIES = 10
+FAULT_POINT = "spark-sink-first-attempt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ class TaskIdentity:
     query_id: str
     batch_id: int
     partition: int
+    #: Spark's attempt number of the task (0 first); for logs and fault tests only.
+    attempt: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +103,11 @@ def transactional_id(prefix: str | None, query_id: str, partition: int) -> str:
     return f"{prefix or DEFAULT_PREFIX}-{query_id}-{partition}"
 
 
-def task_identity(query_id: str | None, batch_id: str | int | None, partition: int) -> TaskIdentity:
+def task_identity(query_id: str | None, batch_id: str | int | None, partition: int, attempt: int = 0) -> TaskIdentity:
     if not query_id or batch_id is None:
         raise OptionError("the exactly-once sink needs Spark's streaming query id and batch id; in foreachBatch use "
                           "onceflow.spark.write_exactly_once(df, batch_id, ...)")
-    return TaskIdentity(query_id, int(batch_id), partition)
+    return TaskIdentity(query_id, int(batch_id), partition, attempt)
 
 
 # -- rows -> messages --------------------------------------------------------------
@@ -175,6 +179,8 @@ def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, op
         try:
             _produce(producer, first)
             count = 1
+            if task.attempt == 0:
+                _fault_point(producer)
             for message in rows:
                 _produce(producer, message)
                 count += 1
@@ -192,6 +198,14 @@ def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, op
     finally:
         consumer.close()
         producer.flush(1)
+
+
+def _fault_point(producer: Producer) -> None:
+    """Test-only (``onceflow.faults``): fail a first attempt once part of its rows is written."""
+    action = faults.armed(FAULT_POINT)
+    if action is not None:
+        producer.flush(CLIENT_TIMEOUT_S)  # the row is in the broker's log, in the open transaction
+        faults.act(FAULT_POINT, action)
 
 
 def _written_batch(consumer: Consumer, key_topic: str) -> int | None:

@@ -281,7 +281,7 @@ class OnceflowStreamWriter(DataSourceStreamArrowWriter):
             batch_id = int(context.getLocalProperty("streaming.sql.batchId") or -1)
             return SinkCommit(sink.TaskOutcome(partition, batch_id, sink.write_at_least_once(iterator, self.options)))
         task = sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
-                                  context.getLocalProperty("streaming.sql.batchId"), partition)
+                                  context.getLocalProperty("streaming.sql.batchId"), partition, context.attemptNumber())
         return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -304,7 +304,7 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
         query_id = context.getLocalProperty("sql.streaming.queryId")
         if self.options.delivery_guarantee == "exactly-once" and batch_id is not None and query_id:
             # Inside foreachBatch: the micro-batch's identity makes this write exactly-once too.
-            task = sink.task_identity(query_id, batch_id, partition)
+            task = sink.task_identity(query_id, batch_id, partition, context.attemptNumber())
             return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
         return SinkCommit(sink.write_batch_job(iterator, partition, self.options, self.job_id))
 

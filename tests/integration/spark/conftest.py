@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 
+FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-")
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv's pyspark and onceflow
+    os.environ["ONCEFLOW_FAULT_DIR"] = FAULT_DIR  # Spark's workers inherit it (onceflow.faults.armed)
     from pyspark.sql import SparkSession
 
     import onceflow.spark
@@ -26,3 +31,18 @@ def spark() -> Iterator[object]:
     onceflow.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def arm_fault() -> Iterator[object]:
+    """``arm_fault(point, action)`` arms a Spark-side fault point until the test ends."""
+    armed: list[str] = []
+
+    def arm(point: str, action: str) -> None:
+        with open(os.path.join(FAULT_DIR, point), "w") as f:
+            f.write(action)
+        armed.append(point)
+
+    yield arm
+    for point in armed:
+        os.unlink(os.path.join(FAULT_DIR, point))

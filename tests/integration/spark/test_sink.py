@@ -1,0 +1,276 @@
+"""The exactly-once sink on real Spark against the broker process, verified record by record:
+a task that fails after writing part of its rows (by an exception, and by its worker dying),
+the driver killed with SIGKILL in the middle of a micro-batch and restarted from its checkpoint
+twice, the broker killed and restarted under the query; at-least-once for comparison; the
+foreachBatch helper writing several topics; batch jobs; bad options and columns."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.conftest import BrokerProcess, wait_for
+from tests.integration.spark.support import (
+    TIMEOUT,
+    checkpoint,
+    new_topic,
+    read_topic,
+    run_available_now,
+    transactional_writes,
+)
+from tests.integration.test_produce_fetch import consume_all
+
+DRIVER = str(Path(__file__).with_name("driver.py"))
+
+
+def source(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    reader = (spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def sink_options(bootstrap: str, topic: str, **extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra}
+
+
+def inputs(bootstrap: str, topic: str, n: int, per_txn: int = 50) -> list[bytes]:
+    """``n`` unique records written in transactions, every fourth one aborted; the committed ones."""
+    transactions = []
+    for t in range(0, n, per_txn):
+        values = [f"rec-{i:06d}".encode() for i in range(t, min(n, t + per_txn))]
+        transactions.append((values, (t // per_txn) % 4 != 3))
+    return transactional_writes(bootstrap, topic, transactions)
+
+
+def assert_exactly_once(output: list[bytes], committed: list[bytes]) -> None:
+    expected = Counter(v.upper() for v in committed)
+    got = Counter(output)
+    duplicates = {v: c for v, c in got.items() if c > 1}
+    missing = expected - got
+    extra = got - expected
+    assert not duplicates and not missing and not extra, (
+        f"{len(duplicates)} duplicated, {sum(missing.values())} missing, {sum(extra.values())} unexpected "
+        f"(e.g. {list(duplicates)[:3]} {list(missing)[:3]} {list(extra)[:3]})")
+
+
+def uncommitted(bootstrap: str, topic: str, partitions: list[int]) -> list[bytes]:
+    got = consume_all(bootstrap, topic, partitions, 0, **{"isolation.level": "read_uncommitted", "group.id": "ru"})
+    return [v for _, _, v in got]
+
+
+def upper(frame: Any) -> Any:
+    return frame.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+
+
+def test_a_micro_batch_pipeline_writes_each_committed_record_once(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    src, dst = new_topic(bs, 3), new_topic(bs, 2)
+    committed = inputs(bs, src, 600)
+    query = run_available_now(upper(source(spark, bs, src, maxOffsetsPerTrigger="150")), sink_options(bs, dst), checkpoint())
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= 4
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+@pytest.mark.parametrize("action", ["raise", "exit"])
+def test_a_task_that_fails_after_writing_part_of_its_rows_is_retried_without_duplicates(
+    spark: Any, broker_process: BrokerProcess, arm_fault: Any, action: str
+) -> None:
+    """The first attempt of every task writes its first row into its transaction, then fails:
+    by an exception (the sink aborts), or by its Python worker dying (nothing aborts; the
+    retry's init_transactions fences and aborts).  The retry writes everything once."""
+    from onceflow.spark.sink import FAULT_POINT
+
+    bs = broker_process.bootstrap_servers
+    src, dst = new_topic(bs, 2), new_topic(bs, 1)
+    committed = inputs(bs, src, 400)
+    arm_fault(FAULT_POINT, action)
+    run_available_now(upper(source(spark, bs, src)), sink_options(bs, dst), checkpoint())
+    output = read_topic(bs, dst, [0])
+    assert_exactly_once(output, committed)
+    assert len(uncommitted(bs, dst, [0])) > len(output), "the failed attempts did write part of their rows (aborted)"
+
+
+class Driver:
+    """driver.py as a child process; its stderr goes to ``log_path``."""
+
+    def __init__(self, *args: str, log_path: Path, fault_dir: str | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        if fault_dir is not None:
+            env["ONCEFLOW_FAULT_DIR"] = fault_dir
+        self.log_path = log_path
+        with open(log_path, "a") as log:
+            self.proc = subprocess.Popen([sys.executable, DRIVER, *args], stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env=env)
+
+    def tail(self) -> str:
+        return "\n".join(self.log_path.read_text().splitlines()[-20:])
+
+    def wait_line(self, prefix: str, timeout: float = 120) -> str:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise AssertionError(f"the driver exited (status {self.proc.wait()}) before printing {prefix!r}:\n"
+                                         f"{self.tail()}")
+                if line.startswith(prefix):
+                    return line.strip()
+        raise AssertionError(f"the driver printed no {prefix!r} line within {timeout} s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(TIMEOUT)
+
+
+def open_transaction_in(bootstrap: str, topic: str, partitions: list[int]) -> bool:
+    """A task is writing: some partition's last stable offset is behind its high watermark."""
+    committed = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
+    plain = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw", "isolation.level": "read_uncommitted"})
+    try:
+        for p in partitions:
+            _, lso = committed.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT, cached=False)
+            _, hw = plain.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT, cached=False)
+            if lso < hw:
+                return True
+        return False
+    finally:
+        committed.close()
+        plain.close()
+
+
+def test_the_driver_killed_mid_batch_twice_and_restarted_from_its_checkpoint(broker_process: BrokerProcess,
+                                                                              tmp_path: Path) -> None:
+    """Each task pauses inside its transaction (an armed fault point) so that the driver is
+    killed with SIGKILL while a micro-batch is being written: its transactions stay open until
+    the restarted query's tasks fence them."""
+    from onceflow.spark.sink import FAULT_POINT
+
+    bs = broker_process.bootstrap_servers
+    src, dst = new_topic(bs, 2), new_topic(bs, 2)
+    committed = inputs(bs, src, 1200)
+    ckpt = checkpoint()
+    (tmp_path / FAULT_POINT).write_text("sleep:2")
+    args = (bs, src, dst, ckpt, "--max-offsets", "200")
+    log = tmp_path / "driver.log"
+    for round_ in range(2):
+        driver = Driver(*args, log_path=log, fault_dir=str(tmp_path))
+        driver.wait_line("started")
+        if round_:
+            driver.wait_line("batch")  # the restarted query made progress first
+        try:
+            wait_for(lambda: open_transaction_in(bs, dst, [0, 1]), timeout=120, interval=0.05,
+                     what="a task of a micro-batch to be inside its transaction")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the driver's log ends:\n{driver.tail()}") from None
+        driver.kill()
+    assert open_transaction_in(bs, dst, [0, 1]), "the killed driver left its transactions open"
+    (tmp_path / FAULT_POINT).unlink()
+    final = Driver(*args[:4], "--available-now", log_path=log)
+    final.wait_line("done", timeout=240)
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_the_broker_killed_and_restarted_under_the_query(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    src, dst = new_topic(bs, 2), new_topic(bs, 2)
+    committed = inputs(bs, src, 1000)
+    frame = upper(source(spark, bs, src, maxOffsetsPerTrigger="100"))
+    writer = frame.writeStream.format("onceflow").option("checkpointLocation", checkpoint())
+    for key, value in sink_options(bs, dst).items():
+        writer = writer.option(key, value)
+    query = writer.trigger(processingTime="100 milliseconds").start()
+    try:
+        for _ in range(2):
+            wait_for(lambda: query.lastProgress is not None and query.lastProgress["batchId"] >= 1, timeout=120,
+                     what="the query to be running")
+            broker_process.kill()
+            broker_process.start()
+        def finished() -> bool:
+            assert query.exception() is None, query.exception()
+            return len(read_topic(bs, dst, [0, 1])) >= len(committed)
+
+        try:
+            wait_for(finished, timeout=240, interval=0.5, what="the query to process everything")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; status {query.status}, last progress {query.lastProgress}, "
+                                 f"{len(read_topic(bs, dst, [0, 1]))} of {len(committed)} written") from None
+    finally:
+        query.stop()
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_at_least_once_is_there_for_comparison(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    src, dst = new_topic(bs, 2), new_topic(bs, 1)
+    committed = inputs(bs, src, 200)
+    run_available_now(upper(source(spark, bs, src)), sink_options(bs, dst, deliveryGuarantee="at-least-once"), checkpoint())
+    assert_exactly_once(read_topic(bs, dst, [0]), committed)
+    assert len(uncommitted(bs, dst, [0])) == len(committed), "no transactions, no markers"
+
+
+def test_foreach_batch_writes_several_topics_atomically_per_task(spark: Any, broker_process: BrokerProcess) -> None:
+    import onceflow.spark
+
+    bs = broker_process.bootstrap_servers
+    src, debits, credits = new_topic(bs, 2), new_topic(bs, 1), new_topic(bs, 1)
+    committed = inputs(bs, src, 300)
+
+    def split(df: Any, batch_id: int) -> None:
+        rows = df.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        both = rows.selectExpr("key", "value", f"'{debits}' AS topic").unionByName(
+            rows.selectExpr("key", "value", f"'{credits}' AS topic"))
+        onceflow.spark.write_exactly_once(both, batch_id, bootstrap_servers=bs, name="ledger")
+
+    query = (source(spark, bs, src, maxOffsetsPerTrigger="100").writeStream.foreachBatch(split)
+             .option("checkpointLocation", checkpoint()).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert_exactly_once(read_topic(bs, debits, [0]), committed)
+    assert_exactly_once(read_topic(bs, credits, [0]), committed)
+
+
+def test_a_batch_job_writes_each_task_in_one_transaction(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    dst = new_topic(bs, 1)
+    frame = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(100)], "key string, value string").repartition(3)
+    frame.write.format("onceflow").mode("append").option("kafka.bootstrap.servers", bs).option("topic", dst).save()
+    assert sorted(read_topic(bs, dst, [0])) == sorted(f"v{i}".encode() for i in range(100))
+    assert len(uncommitted(bs, dst, [0])) == 100
+
+
+def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, broker_process: BrokerProcess) -> None:
+    from pyspark.errors import PySparkException
+
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    def base() -> Any:  # a DataStreamReader's option() changes it in place: a new one each time
+        return spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bs)
+
+    with pytest.raises(PySparkException, match="(?i)unknown option 'startingoffset'.*did you mean 'startingOffsets'"):
+        base().option("subscribe", topic).option("startingOffset", "earliest").load()
+    with pytest.raises(PySparkException, match="startingOffsets"):
+        base().option("subscribe", topic).option("startingOffsets", '{"%s": {"0": "x"}}' % topic).load()
+    with pytest.raises(PySparkException, match="subscribe, subscribePattern, assign"):
+        base().load()
+    frame = source(spark, bs, topic).selectExpr("key")
+    with pytest.raises(PySparkException, match="'value'"):
+        query = frame.writeStream.format("onceflow").option("kafka.bootstrap.servers", bs).option("topic", topic) \
+            .option("checkpointLocation", checkpoint()).trigger(availableNow=True).start()
+        query.awaitTermination(60)
+        if query.exception() is not None:
+            raise query.exception()
+    assert read_topic(bs, topic, [0]) == [], "nothing was written"
