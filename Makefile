@@ -23,7 +23,7 @@ install: $(STAMP)
 check-java:
 	@scripts/check-java.sh
 
-demo: $(STAMP)
+demo: $(STAMP) check-java
 	$(BIN)/onceflow demo
 
 test: $(STAMP) check-java

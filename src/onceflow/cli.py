@@ -1,7 +1,7 @@
 """The ``onceflow`` command.
 
     onceflow broker [--data-dir DIR] [--listen HOST:PORT] [--config server.properties] [-o key=value ...]
-    onceflow demo [--bootstrap-servers HOST:PORT]
+    onceflow demo [payments|broker-crash] [--payments N] [--no-faults] [--keep] [--bootstrap-servers HOST:PORT]
     onceflow bench produce|consume [...]
     onceflow topics list|describe|create|delete [...]
     onceflow groups list|describe [...]
@@ -70,9 +70,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    if args.example == "broker-crash":
+        from .demos.broker_crash import run_demo
 
-    return run_demo(args.bootstrap_servers)
+        return run_demo(args.bootstrap_servers)
+    from .demos.payments import run
+
+    return run(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -94,8 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
     b.set_defaults(func=cmd_broker)
 
-    d = sub.add_parser("demo", help="produce and consume a sample stream and report what happened")
-    d.add_argument("--bootstrap-servers", help="use this broker instead of starting an embedded one")
+    d = sub.add_parser("demo", help="the payments pipeline on Spark, exactly-once under faults, verified")
+    d.add_argument("example", nargs="?", default="payments", choices=["payments", "broker-crash"],
+                   help="payments (default): two chained exactly-once Spark queries; broker-crash: a consumer "
+                        "group across a broker killed with SIGKILL")
+    d.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting `onceflow broker`")
+    from .demos.payments import add_arguments as add_demo_arguments
+
+    add_demo_arguments(d)
     d.set_defaults(func=cmd_demo)
 
     from .bench import add_arguments

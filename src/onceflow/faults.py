@@ -17,7 +17,8 @@ Points (named where they are reached):
 Spark tasks run in worker processes that Spark starts once per session, so
 their faults are armed while they run: ``ONCEFLOW_FAULT_DIR`` names a
 directory, and a file there named after a point arms it; its content is the
-action (``raise``, ``exit`` or ``sleep:<seconds>``).  ``armed`` reads it; without the variable it
+action (``raise``, ``exit`` or ``sleep:<seconds>``, with ``:once`` appended
+for a single firing).  ``armed`` reads it; without the variable it
 is one dictionary lookup.  Points:
 
 * ``spark-sink-first-attempt``: the exactly-once sink has written and flushed
@@ -55,14 +56,23 @@ def crash_point(name: str) -> None:
 
 
 def armed(point: str) -> str | None:
-    """The action armed for a Spark-side fault point (see above), or None."""
+    """The action armed for a Spark-side fault point (see above), or None.
+
+    An action ending in ``:once`` fires for one task only: the first worker
+    to remove the file gets it.
+    """
     directory = os.environ.get("ONCEFLOW_FAULT_DIR")
     if not directory:
         return None
+    path = Path(directory) / point
     try:
-        return (Path(directory) / point).read_text().strip() or "raise"
+        action = path.read_text().strip() or "raise"
+        if action.endswith(":once"):
+            path.unlink()  # FileNotFoundError: another task took it first
+            action = action[: -len(":once")]
     except FileNotFoundError:
         return None
+    return action
 
 
 def act(point: str, action: str) -> None:

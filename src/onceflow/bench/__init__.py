@@ -6,6 +6,8 @@
     onceflow bench consume          [--records 1000000] [--isolation read_uncommitted|read_committed]
     onceflow bench read-committed   [--records 200000] [--records-per-txn 100]
     onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
+    onceflow bench pipeline         [--payments 200000] [--master local[2,4]]   (the Spark payments pipeline)
+    onceflow bench source           [--records 1000000] [--master local[2]]      (the Spark source alone)
 
 Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
 ``onceflow broker`` as a separate process on a free loopback port with a
@@ -45,7 +47,7 @@ from .workloads import (
 
 __all__ = ["add_arguments", "run_bench"]
 
-WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery"]
+WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "pipeline", "source"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records-per-txn", type=int, default=None, help="commit-latency (10), read-committed (100)")
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
     parser.add_argument("--log-mib", type=int, default=2048, help="recovery: size of the log to recover")
+    parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
+    parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
     parser.add_argument("--segment-mib", type=int, default=64, help="recovery: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
@@ -75,6 +79,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     if args.workload == "recovery":
         results = [bench_recovery(args.log_mib, args.segment_mib, args.record_size)]
+    elif args.workload == "pipeline":
+        from .pipeline import bench_pipeline
+
+        results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override)
+    elif args.workload == "source":
+        from .pipeline import bench_source
+
+        results = bench_source(args.records or 1_000_000, args.record_size, args.partitions, args.master or "local[2]",
+                               args.override)
     else:
         topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
         with contextlib.ExitStack() as stack:

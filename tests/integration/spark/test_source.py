@@ -22,7 +22,7 @@ from tests.integration.spark.support import (
     run_available_now,
     transactional_writes,
 )
-from tests.integration.test_produce_fetch import produce
+from tests.integration.test_produce_fetch import make_topic, produce
 from tests.integration.test_transactions import txn_producer
 
 
@@ -203,3 +203,20 @@ def test_a_batch_read_takes_exact_starting_and_ending_offsets(spark: Any, broker
     assert frame.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
     rows = frame.selectExpr("CAST(value AS STRING) v", "offset", "timestampType", "size(headers) h").collect()
     assert [(r.v, r.offset, r.timestampType, r.h) for r in rows] == [(f"r{i}", i, 0, 0) for i in range(3, 7)]
+
+
+def test_subscribe_pattern_picks_up_topics_created_later(spark: Any, broker_process: BrokerProcess) -> None:
+    bs = broker_process.bootstrap_servers
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    make_topic(bs, f"{prefix}-a", 1)
+    make_topic(bs, f"other{prefix}", 1)
+    produce(bs, f"{prefix}-a", [b"a0"], partition=0)
+    produce(bs, f"other{prefix}", [b"never"], partition=0)
+    out = FileSink()
+    frame = (spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bs)
+             .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest").load())
+    out.run(frame)
+    make_topic(bs, f"{prefix}-b", 2)
+    produce(bs, f"{prefix}-b", [b"b0"], partition=1)
+    out.run(frame)
+    assert sorted(v for v, _, _ in out.rows(spark)) == ["a0", "b0"], "the new matching topic, and nothing else"

@@ -1,4 +1,4 @@
-"""``onceflow demo``: a sample stream through the broker with a real Kafka client, checked.
+"""``onceflow demo broker-crash``: a sample stream through the broker with a real Kafka client, checked.
 
 Starts the broker as its own process (``onceflow broker`` on a free loopback
 port, temporary data directory) unless ``--bootstrap-servers`` names one,
@@ -36,11 +36,15 @@ TIMEOUT_S = 60
 QUIET = {"log.connection.close": False}
 
 
-class _BrokerProcess:
-    def __init__(self) -> None:
-        from .bench.workloads import free_port
+class BrokerProcess:
+    """``onceflow broker`` as a child process on a free loopback port, with a temporary data directory."""
 
-        self.data_dir = tempfile.mkdtemp(prefix="onceflow-demo-")
+    def __init__(self, data_dir: str | None = None) -> None:
+        from ..bench.workloads import free_port
+
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="onceflow-demo-")
+        self.log_path = os.path.join(os.path.dirname(self.data_dir.rstrip("/")), "broker.log") if data_dir else \
+            os.path.join(self.data_dir, "..", f"onceflow-demo-broker-{os.getpid()}.log")
         self.port = free_port()
         self.proc: subprocess.Popen[str] | None = None
 
@@ -51,7 +55,8 @@ class _BrokerProcess:
     def start(self) -> None:
         cmd = [sys.executable, "-m", "onceflow", "--log-level", "WARNING", "broker", "--data-dir", self.data_dir,
                "--listen", self.bootstrap, "-o", "group.initial.rebalance.delay.ms=0"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        with open(self.log_path, "a") as log:  # the broker's own log, beside its data
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "ready on" not in line:
@@ -62,16 +67,17 @@ class _BrokerProcess:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(TIMEOUT_S)
 
-    def stop(self) -> None:
+    def stop(self, keep: bool = False) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(TIMEOUT_S)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def _broker() -> Iterator[_BrokerProcess]:
-    proc = _BrokerProcess()
+def broker_process() -> Iterator[BrokerProcess]:
+    proc = BrokerProcess()
     proc.start()
     try:
         yield proc
@@ -108,7 +114,7 @@ def run_demo(bootstrap_servers: str | None = None) -> int:
     with contextlib.ExitStack() as stack:
         broker = None
         if bootstrap_servers is None:
-            broker = stack.enter_context(_broker())
+            broker = stack.enter_context(broker_process())
             bootstrap_servers = broker.bootstrap
             _say(f"1. started `onceflow broker` (pid {broker.proc.pid if broker.proc else '?'}) on {bootstrap_servers}")
         admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})

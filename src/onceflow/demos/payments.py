@@ -1,0 +1,253 @@
+"""``onceflow demo``: the payments pipeline on Spark, exactly-once under faults, then verified.
+
+Theory of operation: this process is the conductor.  It starts the broker
+(``onceflow broker`` as a child process, unless ``--bootstrap-servers``
+names a cluster), creates the topics, generates the payments, and starts the
+Spark driver (``python -m onceflow.pipelines.payments driver``) as another
+child process, which reports each micro-batch as a JSON line.  While the
+pipeline runs it injects the faults (``--faults``, the default):
+
+1. one write task fails on its first attempt after writing part of its
+   output (armed through ``onceflow.faults``; Spark's ``local[2,4]`` retries
+   it);
+2. the Spark driver is killed with SIGKILL while a task is inside its
+   transaction, and started again from its checkpoints;
+3. the broker is killed with SIGKILL and started again on the same data
+   (only when this process started it).
+
+It waits until both queries have caught up (their ``commitOffsetsToGroup``
+groups are at their sources' ends), stops the driver, verifies the topics
+(``pipelines.payments.verify``) and prints a summary.  Progress is shown
+with ``rich``.  Exit status: 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import queue
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..pipelines import payments as pipeline
+from ..spark.sink import FAULT_POINT
+
+#: How long the pipeline may take before the demo gives up (bounded, not a benchmark).
+PIPELINE_TIMEOUT_S = 1800
+#: Fraction of the payments processed at which each fault is injected.
+FAULT_AT = {"task": 0.15, "driver": 0.35, "broker": 0.6}
+
+
+@dataclass
+class _Run:
+    """What the conductor saw."""
+
+    batches: dict[str, dict[int, int]] = field(default_factory=lambda: {"ledger": {}, "balances": {}})
+    faults: list[str] = field(default_factory=list)
+    #: When the driver first reported its queries running, and when both had caught up.
+    started_at: float | None = None
+    done_at: float | None = None
+
+    @property
+    def processed(self) -> int:
+        return sum(self.batches["ledger"].values())
+
+    @property
+    def micro_batches(self) -> int:
+        return len(self.batches["ledger"]) + len(self.batches["balances"])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--payments", type=int, default=200_000, help="how many payments to generate (default 200000)")
+    parser.add_argument("--accounts", type=int, default=1000, help="over how many accounts (default 1000)")
+    parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True,
+                        help="inject a task failure, a driver kill and a broker kill (default on)")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory and the checkpoints")
+    parser.add_argument("--master", default="local[2,4]", help="Spark master (default local[2,4]: 2 cores, 4 attempts per task)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=0,
+                        help="maxOffsetsPerTrigger for both queries (default: all available)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)  # log lines are never broken mid-sentence
+    if args.payments <= 0 or args.accounts <= 1:
+        console.print("onceflow demo: --payments must be positive and --accounts at least 2")
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="onceflow-payments-"))
+    try:
+        return _run(args, console, workdir)
+    finally:
+        if args.keep:
+            console.print(f"kept the checkpoints, the driver's log and the broker's data in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
+    from .broker_crash import BrokerProcess
+
+    with contextlib.ExitStack() as stack:
+        broker: BrokerProcess | None = None
+        bootstrap = args.bootstrap_servers
+        if bootstrap is None:
+            broker = BrokerProcess(data_dir=str(workdir / "broker"))
+            broker.start()
+            stack.callback(broker.stop, keep=args.keep)
+            bootstrap = broker.bootstrap
+            console.print(f"[bold]1.[/] started [cyan]onceflow broker[/] on {bootstrap}")
+        else:
+            console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")
+        pipeline.create_topics(bootstrap)
+        console.print(f"[bold]2.[/] created [cyan]{pipeline.PAYMENTS}[/], [cyan]{pipeline.LEDGER}[/] and the compacted "
+                      f"[cyan]{pipeline.BALANCES}[/], {pipeline.PARTITIONS} partitions each")
+        fault_dir = workdir / "faults"
+        fault_dir.mkdir()
+        driver = pipeline.DriverProcess(bootstrap, str(workdir / "checkpoints"), str(workdir / "driver.log"), args.master,
+                                        args.max_offsets_per_trigger, fault_dir=str(fault_dir))
+        stack.callback(driver.stop)
+        with _progress(console) as progress:
+            generating = progress.add_task("generating payments", total=args.payments, batches="", faults="")
+            generated = pipeline.generate(bootstrap, args.payments, accounts=args.accounts,
+                                          on_progress=lambda n: progress.advance(generating, n))
+            console.print(f"[bold]3.[/] wrote {args.payments:,} payments in {generated.transactions} transactions; "
+                          f"{len(generated.aborted):,} of them in aborted transactions")
+            driver.start()
+            console.print("[bold]4.[/] started the Spark driver: query [cyan]ledger[/] (payments → debit and credit "
+                          "entries) and query [cyan]balances[/] (running balance per account)")
+            run = _conduct(args, console, progress, driver, broker, fault_dir, bootstrap, generated)
+        if run is None:
+            console.print(f"[red]FAILED[/]: the pipeline did not finish; see {workdir / 'driver.log'}")
+            return 1
+        driver.stop()
+        report = pipeline.verify(bootstrap, generated)
+    _summary(console, args, generated, run, report)
+    return 0 if report.ok else 1
+
+
+@contextlib.contextmanager
+def _progress(console: Any) -> Iterator[Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[batches]}"), TextColumn("{task.fields[faults]}"), TimeElapsedColumn(),
+                  console=console) as progress:
+        yield progress
+
+
+def _conduct(args: argparse.Namespace, console: Any, progress: Any, driver: pipeline.DriverProcess, broker: Any, fault_dir: Path,
+             bootstrap: str, generated: pipeline.Generated) -> _Run | None:
+    run = _Run()
+    total = len(generated.committed)
+    task = progress.add_task("payments processed", total=total, batches="0 micro-batches", faults="0 faults")
+    pending = dict(FAULT_AT) if args.faults else {}
+    if broker is None:
+        pending.pop("broker", None)
+    deadline = time.monotonic() + PIPELINE_TIMEOUT_S
+    last_check = 0.0
+    while time.monotonic() < deadline:
+        if not _drain(driver, run, console):
+            return None
+        progress.update(task, completed=min(run.processed, total), batches=f"{run.micro_batches} micro-batches",
+                        faults=f"{len(run.faults)} faults")
+        fraction = run.processed / max(total, 1)
+        for name in [n for n, at in pending.items() if fraction >= at]:
+            del pending[name]
+            _inject(name, console, driver, broker, fault_dir, run)
+        if run.processed >= total and not pending and time.monotonic() - last_check > 1:
+            last_check = time.monotonic()
+            if pipeline.caught_up(bootstrap, generated):
+                run.done_at = time.monotonic()
+                return run
+        time.sleep(0.1)
+    return None
+
+
+def _drain(driver: pipeline.DriverProcess, run: _Run, console: Any) -> bool:
+    while True:
+        try:
+            record = driver.lines.get_nowait()
+        except queue.Empty:
+            return True
+        if record["event"] == "started":
+            if run.started_at is None:
+                run.started_at = time.monotonic()
+        elif record["event"] == "batch":
+            run.batches[record["query"]][record["batch"]] = record["rows"]
+        elif record["event"] == "failed":
+            console.print(f"[red]query {record['query']} failed:[/] {record['error'][:500]}")
+            return False
+
+
+def _inject(name: str, console: Any, driver: pipeline.DriverProcess, broker: Any, fault_dir: Path, run: _Run) -> None:
+    armed = fault_dir / FAULT_POINT
+    if name == "task":
+        armed.write_text("raise:once")
+        if _wait(lambda: not armed.exists(), 120):
+            run.faults.append("a write task failed after writing part of its output; Spark retried it")
+            console.print("[yellow]fault:[/] a write task failed on its first attempt after writing part of its "
+                          "output; Spark retried it")
+    elif name == "driver":
+        armed.write_text("sleep:3:once")  # a task pauses inside its transaction: the kill lands mid-batch
+        if _wait(lambda: not armed.exists(), 120):
+            time.sleep(0.5)
+            driver.kill()
+            run.faults.append("the Spark driver was killed with SIGKILL mid-micro-batch and restarted from its checkpoints")
+            console.print("[yellow]fault:[/] killed the Spark driver with SIGKILL in the middle of a micro-batch; "
+                          "restarting it from its checkpoints")
+            driver.start()
+    elif name == "broker":
+        broker.kill()
+        broker.start()
+        run.faults.append("the broker was killed with SIGKILL and restarted")
+        console.print("[yellow]fault:[/] killed the broker with SIGKILL and restarted it on the same data")
+    armed.unlink(missing_ok=True)
+
+
+def _wait(condition: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _summary(console: Any, args: argparse.Namespace, generated: pipeline.Generated, run: _Run,
+             report: pipeline.Report) -> None:
+    from rich.table import Table
+
+    seconds = (run.done_at or 0) - (run.started_at or 0)
+    table = Table(title="payments pipeline", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("payments committed / in aborted transactions", f"{report.committed:,} / {report.aborted:,}")
+    table.add_row("ledger entries (a debit and a credit per payment)", f"{report.ledger_entries:,}")
+    table.add_row("accounts with a balance", f"{report.accounts:,}")
+    table.add_row("micro-batches (ledger + balances)", f"{len(run.batches['ledger'])} + {len(run.batches['balances'])}")
+    table.add_row("faults injected", str(len(run.faults)))
+    table.add_row("throughput (queries started to caught up)",
+                  f"{report.committed / seconds:,.0f} payments/s over {seconds:.1f} s" if seconds > 0 else "-")
+    table.add_row("duplicated ledger entries", str(report.duplicates))
+    table.add_row("missing ledger entries", str(report.missing))
+    table.add_row("entries of aborted payments", str(report.aborted_seen))
+    table.add_row("accounts with a wrong balance", str(report.wrong_balances))
+    table.add_row("sum of all balances", str(report.balance_sum))
+    console.print(table)
+    for fault in run.faults:
+        console.print(f"  fault: {fault}")
+    if report.ok:
+        console.print(f"[green]OK[/]: every committed payment has exactly one debit and one credit, aborted payments "
+                      f"have none, and all {report.accounts:,} balances are right and sum to zero")
+    else:
+        for problem in report.problems():
+            console.print(f"[red]FAILED[/]: {problem}")
+
+
+__all__ = ["add_arguments", "run"]

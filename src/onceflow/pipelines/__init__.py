@@ -1,0 +1,1 @@
+"""Reference pipelines built on ``onceflow.spark``: ``payments`` is the one ``onceflow demo`` runs."""
