@@ -11,7 +11,8 @@ import pytest
 
 from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig, TopicConfig
-from onceflow.log.durability import GroupCommit, IoThread
+from onceflow.broker.group_commit import GroupCommit
+from onceflow.log.writer import IoThread
 from onceflow.log.partition_log import PartitionLog, ReadResult
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import Invalid, scan

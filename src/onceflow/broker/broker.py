@@ -11,7 +11,7 @@ missing markers), starts the timer task, and only then listens.  Every request i
 and leaves the clean-shutdown marker so the next start skips recovery.
 
 Everything runs on the event loop thread except writing log data to files
-and fsync, which the I/O thread does (``log.durability``); components need
+and fsync, which the I/O thread does (``log.writer``); components need
 no locks.
 """
 
@@ -30,13 +30,14 @@ from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
 from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..log import compaction
-from ..log.durability import GroupCommit, IoThread
 from ..log.partition_log import PartitionLog
+from ..log.writer import IoThread
 from ..protocol import apis
 from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
+from .group_commit import GroupCommit
 from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic

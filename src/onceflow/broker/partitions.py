@@ -30,8 +30,8 @@ from typing import Any
 
 from ..config import BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
 from ..fileio import atomic_write, fsync_dir
-from ..log.durability import DIRECT, SegmentWriter
 from ..log.partition_log import PartitionLog, partition_dir_name
+from ..log.writer import DIRECT, SegmentWriter
 from ..protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

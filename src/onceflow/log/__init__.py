@@ -1,1 +1,1 @@
-"""Partition logs on disk: segments, indexes, durability."""
+"""Partition logs on disk: segments, indexes, producer state, compaction, the file writer (no asyncio here)."""

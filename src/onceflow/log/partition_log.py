@@ -14,7 +14,7 @@ write.  Nothing about the partition changes unless the batch is accepted.
 *High watermark*: with a single replica, Kafka's high watermark is where
 every in-sync replica has the data; here the one "replica" that counts is
 the disk.  The high watermark is therefore the end of the fsynced prefix:
-``durability.GroupCommit`` fsyncs dirty partitions and calls ``on_flushed``.
+``broker.group_commit.GroupCommit`` fsyncs dirty partitions and calls ``on_flushed``.
 Consumers never see a record that a crash could still take away, and an
 acks=all producer is answered exactly when its data is below the high
 watermark.
@@ -95,7 +95,6 @@ from ..records.batch import (
 from ..records.control import build_marker, read_marker
 from ..records.records import iter_records
 from .aborted_index import AbortedTxn, TransactionIndex
-from .durability import DIRECT, SegmentWriter
 from .index import IndexCorrupt
 from .producer_state import AppendOrigin, CompletedTxn, Duplicate, ProducerAppendInfo, ProducerStateManager, Refused
 from .segment import (
@@ -107,6 +106,7 @@ from .segment import (
     rename_segment_files,
     segment_files,
 )
+from .writer import DIRECT, SegmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +415,7 @@ class PartitionLog:
         files, index entries) fails before anything changed: the batch is
         refused and the next append tries again, so writes resume once space
         returns.  A failed write of the batch itself (on the I/O thread)
-        marks the partition failed instead (``durability``).
+        marks the partition failed instead (``writer``).
         """
         if self.closed:
             raise RuntimeError(f"{self.name} is closed")

@@ -42,8 +42,8 @@ from typing import Any
 from ..fileio import fsync_dir
 from ..records.batch import HEADER_SIZE, BatchHeader, read_header, scan_until_invalid
 from .aborted_index import TransactionIndex
-from .durability import DIRECT, SegmentWriter, pwrite_all
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .writer import DIRECT, SegmentWriter, pwrite_all
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,113 @@
+"""Getting log bytes into files: the I/O thread, and the writer a segment appends through.
+
+Theory of operation.  The event loop never copies log data into the page
+cache itself: ``Segment.append`` hands the bytes to a ``SegmentWriter``.  In
+the broker that is ``IoThread``, one thread that performs every log write
+and every fsync in the order they were submitted.  Parsing the next request
+and copying the last one into the page cache then overlap, and the FIFO
+gives the ordering durability needs for free: an fsync submitted after a
+write runs after it.  Anything that must see the file complete (rolling a
+segment, closing or deleting a log) first calls ``barrier()``.  Tests and
+start-up recovery use ``DirectWriter``, which writes at once on the
+caller's thread.
+
+A write that fails (EIO, ENOSPC) is recorded on its segment.  The next fsync
+of that partition (``fsync_segments``) reports it, so no waiter is told its
+data is durable, and the partition refuses further appends with
+KAFKA_STORAGE_ERROR until the broker restarts: the partition's offsets and
+producer state already count the lost write, and only recovery from the
+files (a CRC scan that truncates what is torn) makes them agree again.
+Kafka takes the whole log directory offline in this case.
+
+When data counts as durable (group commit, the high watermark) is decided
+above the log, by ``broker.group_commit``; nothing here uses asyncio.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .segment import Segment
+
+log = logging.getLogger(__name__)
+
+Buffers = list[bytes | memoryview]
+
+
+def pwrite_all(fd: int, buffers: Buffers, position: int) -> None:
+    """Write every buffer at ``position``, retrying short writes."""
+    total = sum(len(b) for b in buffers)
+    written = os.pwritev(fd, buffers, position)
+    if written < total:
+        rest = b"".join(bytes(b) for b in buffers)[written:]
+        while rest:
+            n = os.pwrite(fd, rest, position + written)
+            written += n
+            rest = rest[n:]
+
+
+class SegmentWriter(Protocol):
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        """Write ``buffers`` at ``position`` of ``segment``'s log file (maybe later)."""
+        ...
+
+    def barrier(self) -> None:
+        """Return once every write submitted so far has been performed."""
+        ...
+
+
+class DirectWriter:
+    """Writes at once, on the caller's thread (unit tests, start-up recovery)."""
+
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        pwrite_all(segment.fd, buffers, position)
+
+    def barrier(self) -> None:
+        pass
+
+
+DIRECT = DirectWriter()
+
+
+class IoThread:
+    """One thread for every log write and fsync, performed in submission order."""
+
+    def __init__(self) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onceflow-io")
+
+    def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
+        self.executor.submit(_write_job, segment, buffers, position)
+
+    def barrier(self) -> None:
+        self.executor.submit(_nothing).result()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=True)
+
+
+def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
+    if segment.write_error is not None or segment.fd < 0:
+        return
+    try:
+        pwrite_all(segment.fd, buffers, position)
+    except OSError as exc:
+        segment.write_error = exc
+        log.error("write to %s failed: %s; the partition refuses writes until the broker restarts", segment.log_path, exc)
+
+
+def _nothing() -> None:
+    pass
+
+
+def fsync_segments(segments: list[Segment]) -> None:
+    """Runs on the I/O thread, after every write submitted before it."""
+    for segment in segments:
+        if segment.write_error is not None:
+            raise segment.write_error
+        if segment.fd < 0:
+            continue  # closed (its topic was deleted) meanwhile
+        os.fsync(segment.fd)
