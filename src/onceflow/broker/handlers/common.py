@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ...protocol.framing import Request
 
-__all__ = ["NO_THROTTLE", "Request", "build", "ms", "responses", "timestamp", "verification_error"]
+__all__ = ["NO_THROTTLE", "Request", "build", "ms", "responses", "timestamp", "verification_error", "via_callback"]
 
 #: throttle_time_ms = 0 (kio models durations as timedelta).
 NO_THROTTLE = datetime.timedelta(0)
 
 build = apis.build
+T = TypeVar("T")
 
 
 def responses(request: Request) -> ModuleType:
@@ -62,3 +65,22 @@ def verification_error(error: ErrorCode, generic_error_supported: bool) -> Error
     if error is ErrorCode.transaction_abortable and not generic_error_supported:
         return ErrorCode.invalid_txn_state
     return error
+
+
+def via_callback(start: Callable[[Callable[[T], None]], None], respond: Callable[[T], Any]) -> Any:
+    """Run a callback-style coordinator call; answer now if it finished, else later."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def done(result: T) -> None:
+        if not fut.done():
+            fut.set_result(result)
+
+    start(done)
+    if fut.done():
+        return respond(fut.result())
+
+    async def later() -> Any:
+        return respond(await fut)
+
+    return later()

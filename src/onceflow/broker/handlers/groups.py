@@ -14,10 +14,8 @@ partitions are created on first use.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ...coordinator.group.types import (
     GroupDescription,
@@ -30,7 +28,7 @@ from ...coordinator.group.types import (
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..stores import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from .common import NO_THROTTLE, Request, build, ms, responses
+from .common import NO_THROTTLE, Request, build, ms, responses, via_callback
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -38,29 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-
-
-def _via_callback(start: Callable[[Callable[[T], None]], None], respond: Callable[[T], Any]) -> Any:
-    """Run a callback-style coordinator call; answer now if it finished, else later."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[T] = loop.create_future()
-
-    def done(result: T) -> None:
-        if not fut.done():
-            fut.set_result(result)
-
-    start(done)
-    if fut.done():
-        return respond(fut.result())
-
-    async def later() -> Any:
-        return respond(await fut)
-
-    return later()
 
 
 # -- FindCoordinator ----------------------------------------------------------
@@ -133,7 +111,7 @@ def handle_join_group(broker: Broker, request: Request, conn: KafkaProtocol) -> 
             ),
         )
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.groups.join_group(
             body.group_id,
             body.member_id,
@@ -161,7 +139,7 @@ def handle_sync_group(broker: Broker, request: Request, conn: KafkaProtocol) -> 
         return build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=r.error, protocol_type=r.protocol_type,
                      protocol_name=r.protocol_name, assignment=r.assignment)
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.groups.sync_group(
             body.group_id,
             body.generation_id,
@@ -254,7 +232,7 @@ def handle_delete_groups(broker: Broker, request: Request, conn: KafkaProtocol) 
         return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
                      results=tuple(build(m.DeletableGroupResult, group_id=g, error_code=results.get(g, ErrorCode.none)) for g in names))
 
-    return _via_callback(lambda cb: broker.groups.delete_groups(names, cb), respond)
+    return via_callback(lambda cb: broker.groups.delete_groups(names, cb), respond)
 
 
 # -- Offsets ------------------------------------------------------------------
@@ -301,7 +279,7 @@ def handle_offset_commit(broker: Broker, request: Request, conn: KafkaProtocol) 
 
     if not offsets:
         return respond({})
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.groups.commit_offsets(
             body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None), offsets, cb
         ),
@@ -358,7 +336,7 @@ def handle_offset_delete(broker: Broker, request: Request, conn: KafkaProtocol) 
             ) if error is ErrorCode.none else (),
         )
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.groups.delete_offsets(body.group_id, wanted, lambda err, parts: cb((err, parts))),
         respond,
     )

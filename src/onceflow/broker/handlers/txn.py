@@ -27,8 +27,7 @@ from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..stores import OFFSETS_TOPIC
-from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error
-from .groups import _via_callback
+from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error, via_callback
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -52,7 +51,7 @@ def handle_init_producer_id(broker: Broker, request: Request, conn: KafkaProtoco
         return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 4),
                      producer_id=producer_id, producer_epoch=epoch)
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.txns.init_producer_id(
             body.transactional_id,
             ms(body.transaction_timeout),
@@ -82,7 +81,7 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request, conn: KafkaPr
     if missing:  # the whole request fails, as in Kafka
         return respond({tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
                         for tp in wanted})
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.txns.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                                               body.v3_and_below_producer_epoch, wanted, cb),
         respond,
@@ -103,7 +102,7 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request, conn: KafkaProto
         log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return respond(ErrorCode.coordinator_not_available)
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, (OFFSETS_TOPIC, partition), cb),
         respond,
     )
@@ -116,7 +115,7 @@ def handle_end_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
     def respond(error: ErrorCode) -> Any:
         return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed), cb),
         respond,
     )
@@ -157,7 +156,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request, conn: KafkaProtoc
                                                          OFFSETS_TOPIC, partition)
             return verification_error(error, generic_errors)
 
-    return _via_callback(
+    return via_callback(
         lambda cb: broker.groups.commit_transactional_offsets(
             body.group_id, body.producer_id, body.producer_epoch,
             getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
@@ -200,7 +199,7 @@ def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtoc
             broker.marker_writer.write_markers(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                                                bool(marker.transaction_result), partitions, done)
 
-    return _via_callback(start, respond)
+    return via_callback(start, respond)
 
 
 def handle_describe_producers(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
