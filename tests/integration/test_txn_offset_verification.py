@@ -30,7 +30,7 @@ from kio.schema.txn_offset_commit.v4.request import (
 )
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from onceflow.broker.stores import OFFSETS_TOPIC
+from onceflow.coordinator import OFFSETS_TOPIC
 from onceflow.coordinator.partitioning import partition_for
 from tests.conftest import BrokerProcess, wait_for
 from tests.integration.test_produce_fetch import make_topic

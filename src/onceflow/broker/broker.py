@@ -26,6 +26,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..config import BrokerConfig
+from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
 from ..coordinator.transaction.coordinator import TransactionCoordinator
@@ -43,7 +44,7 @@ from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
 from .producer_ids import ProducerIdBlocks
 from .server import KafkaProtocol, ServerState
-from .stores import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
+from .stores import LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
 
 log = logging.getLogger(__name__)
 

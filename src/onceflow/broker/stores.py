@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import faults
+from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.transaction import log_records
 from ..coordinator.transaction.metadata import TransactionState
 from ..log.partition_log import PartitionLog
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 def _when_durable(broker: Broker, partition: PartitionLog, offset: int, done: Callable[[ErrorCode], None]) -> None:

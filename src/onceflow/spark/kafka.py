@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ..coordinator import INTERNAL_TOPICS
 from .options import Assign, Subscribe, Subscription
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 #: A partition as (topic, partition number).
 TP = tuple[str, int]
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 #: Rows per Arrow record batch a reader yields.
 ARROW_BATCH_ROWS = 16384

@@ -14,17 +14,14 @@ broker configs are static (set in ``server.properties`` or with ``-o``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigType, render_value, validate_topic_configs
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import MAX_PARTITIONS
 from .common import NO_THROTTLE, Request, build, responses
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 from .metadata import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -63,7 +60,7 @@ def _replication_error(factor: int) -> str | None:
 # -- CreateTopics -------------------------------------------------------------
 
 
-def handle_create_topics(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_create_topics(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     results = []
@@ -86,7 +83,7 @@ def handle_create_topics(broker: Broker, request: Request, conn: KafkaProtocol) 
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool, duplicated: bool) -> tuple[ErrorCode, str | None, Any]:
+def _create_one(broker: BrokerContext, t: Any, validate_only: bool, duplicated: bool) -> tuple[ErrorCode, str | None, Any]:
     if duplicated:
         return ErrorCode.invalid_request, "Duplicate topic name.", None
     num_partitions = t.num_partitions
@@ -126,7 +123,7 @@ def _storage_error(doing: str, exc: OSError) -> ErrorCode:
     return ErrorCode.kafka_storage_error
 
 
-def _creatable_configs(m: Any, broker: Broker, overrides: dict[str, Any]) -> tuple[Any, ...] | None:
+def _creatable_configs(m: Any, broker: BrokerContext, overrides: dict[str, Any]) -> tuple[Any, ...] | None:
     if not hasattr(m, "CreatableTopicConfigs"):  # CreateTopics v4 and older report no configs
         return None
     out = []
@@ -137,7 +134,7 @@ def _creatable_configs(m: Any, broker: Broker, overrides: dict[str, Any]) -> tup
     return tuple(out)
 
 
-def _topic_value(broker: Broker, overrides: dict[str, Any], key: str) -> tuple[Any, int]:
+def _topic_value(broker: BrokerContext, overrides: dict[str, Any], key: str) -> tuple[Any, int]:
     if key in overrides:
         return overrides[key], SOURCE_DYNAMIC_TOPIC
     synonym = TOPIC_CONFIGS[key].synonym
@@ -149,7 +146,7 @@ def _topic_value(broker: Broker, overrides: dict[str, Any], key: str) -> tuple[A
 # -- DeleteTopics -------------------------------------------------------------
 
 
-def handle_delete_topics(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_delete_topics(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     registry = broker.registry
@@ -188,7 +185,7 @@ def handle_delete_topics(broker: Broker, request: Request, conn: KafkaProtocol) 
 # -- CreatePartitions ---------------------------------------------------------
 
 
-def handle_create_partitions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_create_partitions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     results = []
@@ -221,7 +218,7 @@ def handle_create_partitions(broker: Broker, request: Request, conn: KafkaProtoc
 # -- DescribeConfigs ----------------------------------------------------------
 
 
-def handle_describe_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_describe_configs(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     include_synonyms = bool(getattr(body, "include_synonyms", False))
@@ -271,7 +268,7 @@ def _config_entry(m: Any, key: str, value: Any, source: int, row: Any, synonyms:
     )
 
 
-def _topic_synonyms(m: Any, broker: Broker, overrides: dict[str, Any], key: str) -> tuple[Any, ...]:
+def _topic_synonyms(m: Any, broker: BrokerContext, overrides: dict[str, Any], key: str) -> tuple[Any, ...]:
     out = []
     if key in overrides:
         out.append(build(m.DescribeConfigsSynonym, name=key, value=render_value(overrides[key]), source=SOURCE_DYNAMIC_TOPIC))
@@ -285,7 +282,7 @@ def _topic_synonyms(m: Any, broker: Broker, overrides: dict[str, Any], key: str)
 # -- AlterConfigs / IncrementalAlterConfigs -----------------------------------
 
 
-def handle_alter_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_alter_configs(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     """AlterConfigs replaces a topic's whole set of overrides."""
     m = responses(request)
     out = []
@@ -297,7 +294,7 @@ def handle_alter_configs(broker: Broker, request: Request, conn: KafkaProtocol) 
     return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
 
 
-def handle_incremental_alter_configs(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_incremental_alter_configs(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     out = []
     for res in request.body.resources:
@@ -330,7 +327,7 @@ def handle_incremental_alter_configs(broker: Broker, request: Request, conn: Kaf
     return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
 
 
-def _apply_topic_configs(broker: Broker, res: Any, change: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _apply_topic_configs(broker: BrokerContext, res: Any, change: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     if res.resource_type == RESOURCE_BROKER:
         return ErrorCode.invalid_request, "Broker configs are static here: set them in server.properties or with -o"
     if res.resource_type != RESOURCE_TOPIC:
@@ -350,7 +347,7 @@ def _apply_topic_configs(broker: Broker, res: Any, change: Any, validate_only: b
     return ErrorCode.none, None
 
 
-HANDLERS = {
+HANDLERS: dict[int, Handler] = {
     apis.CREATE_TOPICS: handle_create_topics,
     apis.DELETE_TOPICS: handle_delete_topics,
     apis.CREATE_PARTITIONS: handle_create_partitions,

@@ -23,15 +23,12 @@ naming a session id we never issued gets FETCH_SESSION_ID_NOT_FOUND.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from .common import NO_THROTTLE, Request, build, ms, responses
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -53,7 +50,7 @@ def _epoch_error(requested: int) -> ErrorCode | None:
 class _FetchPlan:
     """One Fetch request's partitions, re-resolved on every read (topics may vanish meanwhile)."""
 
-    def __init__(self, broker: Broker, request: Request) -> None:
+    def __init__(self, broker: BrokerContext, request: Request) -> None:
         self.broker = broker
         self.request = request
         self.m = responses(request)
@@ -142,7 +139,7 @@ class _FetchPlan:
         return response, total, any_error
 
 
-def handle_fetch(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_fetch(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     body = request.body
     if getattr(body, "session_id", 0) != 0:
         m = responses(request)
@@ -178,7 +175,7 @@ async def _long_poll(plan: _FetchPlan, max_wait_ms: int, min_bytes: int) -> Any:
             return response
 
 
-def handle_list_offsets(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_list_offsets(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     committed = getattr(body, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
@@ -229,4 +226,4 @@ def _lookup(partition: Any, target: int, committed: bool) -> tuple[int, int]:
     return offset, ts
 
 
-HANDLERS = {apis.FETCH: handle_fetch, apis.LIST_OFFSETS: handle_list_offsets}
+HANDLERS: dict[int, Handler] = {apis.FETCH: handle_fetch, apis.LIST_OFFSETS: handle_list_offsets}

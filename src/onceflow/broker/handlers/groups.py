@@ -15,8 +15,9 @@ partitions are created on first use.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...coordinator.group.types import (
     GroupDescription,
     JoinResult,
@@ -27,12 +28,8 @@ from ...coordinator.group.types import (
 )
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ..stores import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .common import NO_THROTTLE, Request, build, ms, responses, via_callback
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +41,7 @@ KEY_TYPE_TRANSACTION = 1
 # -- FindCoordinator ----------------------------------------------------------
 
 
-def handle_find_coordinator(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_find_coordinator(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     if request.api_version >= 4:
@@ -64,7 +61,7 @@ def handle_find_coordinator(broker: Broker, request: Request, conn: KafkaProtoco
                  node_id=node, host=host, port=port)
 
 
-def _find_one(broker: Broker, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+def _find_one(broker: BrokerContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == KEY_TYPE_GROUP:
         if not key:
             return ErrorCode.invalid_request, "The group id must not be empty.", -1, "", -1
@@ -86,7 +83,7 @@ def _find_one(broker: Broker, key: str, key_type: int) -> tuple[ErrorCode, str |
 # -- Membership ---------------------------------------------------------------
 
 
-def handle_join_group(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_join_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     session_ms = ms(body.session_timeout)
@@ -131,7 +128,7 @@ def handle_join_group(broker: Broker, request: Request, conn: KafkaProtocol) -> 
     )
 
 
-def handle_sync_group(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_sync_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
 
@@ -154,14 +151,14 @@ def handle_sync_group(broker: Broker, request: Request, conn: KafkaProtocol) -> 
     )
 
 
-def handle_heartbeat(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_heartbeat(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
     return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-def handle_leave_group(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_leave_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     if request.api_version >= 3:
@@ -187,7 +184,7 @@ def handle_leave_group(broker: Broker, request: Request, conn: KafkaProtocol) ->
     return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-def handle_describe_groups(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_describe_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     described = broker.groups.describe_groups(list(request.body.groups))
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(_described(m, d) for d in described))
@@ -209,7 +206,7 @@ def _described(m: Any, d: GroupDescription) -> Any:
     )
 
 
-def handle_list_groups(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_list_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     states = set(getattr(body, "states_filter", ()) or ()) or None
@@ -224,7 +221,7 @@ def handle_list_groups(broker: Broker, request: Request, conn: KafkaProtocol) ->
     )
 
 
-def handle_delete_groups(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_delete_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     names = list(request.body.groups_names)
 
@@ -238,11 +235,11 @@ def handle_delete_groups(broker: Broker, request: Request, conn: KafkaProtocol) 
 # -- Offsets ------------------------------------------------------------------
 
 
-def _known(broker: Broker, tp: TopicPartition) -> bool:
+def _known(broker: BrokerContext, tp: TopicPartition) -> bool:
     return broker.registry.get(tp[0], tp[1]) is not None
 
 
-def handle_offset_commit(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_offset_commit(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     now = broker.clock.now_ms()
@@ -287,7 +284,7 @@ def handle_offset_commit(broker: Broker, request: Request, conn: KafkaProtocol) 
     )
 
 
-def handle_offset_fetch(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_offset_fetch(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     require_stable = bool(getattr(body, "require_stable", False))
@@ -303,7 +300,7 @@ def handle_offset_fetch(broker: Broker, request: Request, conn: KafkaProtocol) -
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
 
 
-def _fetch_group(m: Any, broker: Broker, group_id: str, topics: Any, require_stable: bool, topic_cls: str,
+def _fetch_group(m: Any, broker: BrokerContext, group_id: str, topics: Any, require_stable: bool, topic_cls: str,
                  part_cls: str) -> tuple[ErrorCode, tuple[Any, ...]]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     error, fetched = broker.groups.fetch_offsets(group_id, wanted, require_stable)
@@ -316,7 +313,7 @@ def _fetch_group(m: Any, broker: Broker, group_id: str, topics: Any, require_sta
     return error, tuple(build(getattr(m, topic_cls), name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
 
 
-def handle_offset_delete(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_offset_delete(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
@@ -342,7 +339,7 @@ def handle_offset_delete(broker: Broker, request: Request, conn: KafkaProtocol) 
     )
 
 
-HANDLERS = {
+HANDLERS: dict[int, Handler] = {
     apis.FIND_COORDINATOR: handle_find_coordinator,
     apis.JOIN_GROUP: handle_join_group,
     apis.SYNC_GROUP: handle_sync_group,

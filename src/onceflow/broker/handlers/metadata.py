@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.api_versions.v0 import response as api_versions_v0
 
@@ -20,10 +20,7 @@ from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import Topic, topic_name_error
 from .common import NO_THROTTLE, Request, build, responses
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ def _api_keys(module: Any) -> tuple[Any, ...]:
     )
 
 
-def handle_api_versions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_api_versions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     error = ErrorCode.none
@@ -58,7 +55,7 @@ def unknown_api_versions_response() -> Any:
     return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
 
 
-def partition_metadata(m: Any, broker: Broker, topic: Topic) -> tuple[Any, ...]:
+def partition_metadata(m: Any, broker: BrokerContext, topic: Topic) -> tuple[Any, ...]:
     node = broker.node_id
     return tuple(
         build(
@@ -75,7 +72,7 @@ def partition_metadata(m: Any, broker: Broker, topic: Topic) -> tuple[Any, ...]:
     )
 
 
-def handle_metadata(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     registry = broker.registry
@@ -131,7 +128,7 @@ def handle_metadata(broker: Broker, request: Request, conn: KafkaProtocol) -> An
     return build(m.MetadataResponse, **fields)
 
 
-def handle_describe_cluster(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     endpoint_type = getattr(body, "endpoint_type", 1)
@@ -166,7 +163,7 @@ def _bits(*ops: int) -> int:
 _ALL_TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
 _ALL_CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
 
-HANDLERS = {
+HANDLERS: dict[int, Handler] = {
     apis.API_VERSIONS: handle_api_versions,
     apis.METADATA: handle_metadata,
     apis.DESCRIBE_CLUSTER: handle_describe_cluster,

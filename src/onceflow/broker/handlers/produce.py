@@ -30,16 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ...records.batch import HEADER_SIZE, Invalid, read_header
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, verification_error
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +55,7 @@ class _PartitionOutcome:
         self.log: Any = None
 
 
-def handle_produce(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_produce(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     body = request.body
     acks = body.acks
     now = broker.clock.now_ms()
@@ -117,7 +114,7 @@ _RETRIABLE_VERIFICATION = {
 }
 
 
-def _transaction_check(broker: Broker, transactional_id: str | None, topic: str, partition: int, records: bytes,
+def _transaction_check(broker: BrokerContext, transactional_id: str | None, topic: str, partition: int, records: bytes,
                        verify: bool, generic_errors: bool) -> ErrorCode | None:
     if len(records) < HEADER_SIZE:
         return None  # the log refuses it with the right error
@@ -136,7 +133,7 @@ def _transaction_check(broker: Broker, transactional_id: str | None, topic: str,
     return verification_error(error, generic_errors)
 
 
-def _append(broker: Broker, partition: Any, records: bytes, now: int, out: _PartitionOutcome, conn: KafkaProtocol) -> None:
+def _append(broker: BrokerContext, partition: Any, records: bytes, now: int, out: _PartitionOutcome, conn: Connection) -> None:
     result = partition.append_produced(records, now)
     if isinstance(result, Invalid):
         out.error = result.error
@@ -195,4 +192,4 @@ def _response(request: Request, outcomes: list[tuple[str, list[_PartitionOutcome
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
 
 
-HANDLERS = {apis.PRODUCE: handle_produce}
+HANDLERS: dict[int, Handler] = {apis.PRODUCE: handle_produce}

@@ -21,17 +21,14 @@ coordinators.  Version quirks kept from Kafka's KafkaApis:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...coordinator import OFFSETS_TOPIC
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ..stores import OFFSETS_TOPIC
 from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error, via_callback
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..server import KafkaProtocol
+from .context import BrokerContext, Connection, Handler
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +39,7 @@ def _unfence(error: ErrorCode, request: Request, first_version_knowing_it: int) 
     return error
 
 
-def handle_init_producer_id(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_init_producer_id(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
 
@@ -63,7 +60,7 @@ def handle_init_producer_id(broker: Broker, request: Request, conn: KafkaProtoco
     )
 
 
-def handle_add_partitions_to_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_add_partitions_to_txn(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     """Versions 0-3 (the client versions; v4+ batch transactions for broker-to-broker verification)."""
     m = responses(request)
     body = request.body
@@ -88,7 +85,7 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request, conn: KafkaPr
     )
 
 
-def handle_add_offsets_to_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_add_offsets_to_txn(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     partition = broker.groups.partition_for(body.group_id)
@@ -108,7 +105,7 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request, conn: KafkaProto
     )
 
 
-def handle_end_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_end_txn(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
 
@@ -121,7 +118,7 @@ def handle_end_txn(broker: Broker, request: Request, conn: KafkaProtocol) -> Any
     )
 
 
-def handle_txn_offset_commit(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_txn_offset_commit(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     now = broker.clock.now_ms()
@@ -166,7 +163,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request, conn: KafkaProtoc
     )
 
 
-def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_write_txn_markers(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     """Write markers on request (Kafka's inter-broker API; Admin.abortTransaction uses it, KIP-664)."""
     m = responses(request)
     markers = list(request.body.markers)
@@ -202,7 +199,7 @@ def handle_write_txn_markers(broker: Broker, request: Request, conn: KafkaProtoc
     return via_callback(start, respond)
 
 
-def handle_describe_producers(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_describe_producers(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     topics = []
     for t in request.body.topics:
@@ -225,7 +222,7 @@ def handle_describe_producers(broker: Broker, request: Request, conn: KafkaProto
     return build(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def handle_describe_transactions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_describe_transactions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     states = []
     for d in broker.txns.describe_transactions(list(request.body.transactional_ids)):
@@ -241,7 +238,7 @@ def handle_describe_transactions(broker: Broker, request: Request, conn: KafkaPr
     return build(m.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 
-def handle_list_transactions(broker: Broker, request: Request, conn: KafkaProtocol) -> Any:
+def handle_list_transactions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
@@ -265,7 +262,7 @@ def _timedelta(milliseconds: int) -> Any:
     return datetime.timedelta(milliseconds=milliseconds)
 
 
-HANDLERS = {
+HANDLERS: dict[int, Handler] = {
     apis.INIT_PRODUCER_ID: handle_init_producer_id,
     apis.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
     apis.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,

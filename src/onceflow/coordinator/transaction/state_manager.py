@@ -38,12 +38,12 @@ from collections.abc import Callable, Iterable
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
+from .. import TRANSACTION_STATE_TOPIC
 from ..partitioning import partition_for
 from . import log_records as rec
 from .metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from .types import (
     NO_PRODUCER_EPOCH,
-    TRANSACTION_STATE_TOPIC,
     TransactionListing,
     TxnLogStore,
 )

@@ -27,7 +27,6 @@ TopicPartition = tuple[str, int]
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class TxnLogStore(Protocol):
