@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,17 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used (Kafka's INVALID_CONFIG)."""
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True, slots=True)
-class ConfigDef:
+class ConfigDef(Generic[T]):
+    """One setting: Kafka's name, its type, default, documentation and check.
+
+    A broker setting is also a typed key: ``config[LOG_SEGMENT_BYTES]`` is an
+    ``int`` to mypy, and a misspelt constant fails at import, not on the one
+    path that reads it."""
+
     name: str
     type: ConfigType
     default: Any
@@ -50,11 +59,11 @@ class ConfigDef:
     #: The broker-wide key a topic-level key falls back to (topic configs only).
     synonym: str | None = None
 
-    def parse(self, raw: Any) -> Any:
+    def parse(self, raw: Any) -> T:
         value = _parse_value(self.name, self.type, raw)
         if self.validator is not None and value is not None and not self.validator(value):
             raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}")
-        return value
+        return cast(T, value)
 
 
 _INT_RANGES = {
@@ -114,60 +123,111 @@ def _cleanup_policy(values: list[str]) -> bool:
 _MS_PER_HOUR = 3_600_000
 
 # fmt: off
-_BROKER_ROWS: list[ConfigDef] = [
-    ConfigDef("node.id", ConfigType.INT, 1, "This broker's node id.", _at_least(0)),
-    ConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, True, "Create a topic when a client asks for one that does not exist."),
-    ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics."),
-    ConfigDef("num.partitions", ConfigType.INT, 1, "Partitions of an auto-created topic.", _at_least(1)),
-    ConfigDef("default.replication.factor", ConfigType.INT, 1, "Replication factor of an auto-created topic (only 1 on a single broker).", _one_of(1)),  # type: ignore[arg-type]
-    ConfigDef("message.max.bytes", ConfigType.INT, 1048588, "Largest record batch the broker accepts.", _at_least(0)),
-    ConfigDef("socket.request.max.bytes", ConfigType.INT, 104857600, "Largest request frame; a larger one closes the connection.", _at_least(1)),
-    ConfigDef("queued.max.requests", ConfigType.INT, 500, "Requests a single connection may have in flight before the broker stops reading from it.", _at_least(1)),
-    ConfigDef("connections.max.idle.ms", ConfigType.LONG, 600000, "Idle connections are closed after this long."),
-    ConfigDef("log.segment.bytes", ConfigType.INT, 1073741824, "Segment size before a roll.", _at_least(14)),
-    ConfigDef("log.roll.hours", ConfigType.INT, 168, "Segment age before a roll, in hours.", _at_least(1)),
-    ConfigDef("log.roll.ms", ConfigType.LONG, None, "Segment age before a roll; overrides log.roll.hours."),
-    ConfigDef("log.retention.hours", ConfigType.INT, 168, "Retention by age, in hours."),
-    ConfigDef("log.retention.minutes", ConfigType.INT, None, "Retention by age, in minutes; overrides log.retention.hours."),
-    ConfigDef("log.retention.ms", ConfigType.LONG, None, "Retention by age; overrides minutes and hours. -1: no limit."),
-    ConfigDef("log.retention.bytes", ConfigType.LONG, -1, "Retention by partition size. -1: no limit."),
-    ConfigDef("log.retention.check.interval.ms", ConfigType.LONG, 300000, "How often retention runs.", _at_least(1)),
-    ConfigDef("log.cleanup.policy", ConfigType.LIST, ["delete"], "Default cleanup policy.", _cleanup_policy),
-    ConfigDef("log.index.interval.bytes", ConfigType.INT, 4096, "Bytes of log between two offset-index entries.", _at_least(0)),
-    ConfigDef("log.index.size.max.bytes", ConfigType.INT, 10485760, "Largest offset index; the segment rolls when it is full.", _at_least(4)),
-    ConfigDef("log.message.timestamp.type", ConfigType.STRING, "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime")),
-    ConfigDef("log.cleaner.enable", ConfigType.BOOLEAN, True, "Run the log cleaner (compaction of cleanup.policy=compact topics, the internal topics included)."),
-    ConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, 15000, "How long the cleaner sleeps between two passes over the partitions.", _at_least(0)),
-    ConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5, "A partition is cleaned once its dirty bytes exceed this share of its cleanable bytes.", _between(0.0, 1.0)),
-    ConfigDef("log.cleaner.dedupe.buffer.size", ConfigType.LONG, 134217728, "Memory for the key -> offset map of one cleaning pass; a larger dirty section is cleaned over several passes.", _at_least(1 << 16)),
-    ConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, 86400000, "How long tombstones survive compaction."),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0, "Minimum age before a record may be compacted."),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, 2**63 - 1, "Maximum time a record may stay uncompacted.", _at_least(1)),
-    ConfigDef("min.insync.replicas", ConfigType.INT, 1, "Accepted for compatibility; a single broker is always in sync.", _at_least(1)),
-    ConfigDef("offsets.topic.num.partitions", ConfigType.INT, 50, "Partitions of __consumer_offsets.", _at_least(1)),
-    ConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __consumer_offsets has one replica here."),
-    ConfigDef("offsets.topic.segment.bytes", ConfigType.INT, 104857600, "Segment size of __consumer_offsets.", _at_least(14)),
-    ConfigDef("offsets.retention.minutes", ConfigType.INT, 10080, "Committed offsets of an empty group are kept this long.", _at_least(1)),
-    ConfigDef("offsets.retention.check.interval.ms", ConfigType.LONG, 600000, "How often expired offsets are removed.", _at_least(1)),
-    ConfigDef("offset.metadata.max.bytes", ConfigType.INT, 4096, "Largest metadata string of a committed offset."),
-    ConfigDef("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, "How long the first rebalance of an empty group waits for more members."),
-    ConfigDef("group.min.session.timeout.ms", ConfigType.INT, 6000, "Smallest session timeout a member may ask for."),
-    ConfigDef("group.max.session.timeout.ms", ConfigType.INT, 1800000, "Largest session timeout a member may ask for."),
-    ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1)),
-    ConfigDef("transaction.state.log.num.partitions", ConfigType.INT, 50, "Partitions of __transaction_state.", _at_least(1)),
-    ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __transaction_state has one replica here."),
-    ConfigDef("transaction.state.log.min.isr", ConfigType.INT, 2, "Accepted for compatibility."),
-    ConfigDef("transaction.state.log.segment.bytes", ConfigType.INT, 104857600, "Segment size of __transaction_state.", _at_least(14)),
-    ConfigDef("transaction.max.timeout.ms", ConfigType.INT, 900000, "Largest transaction.timeout.ms a producer may ask for.", _at_least(1)),
-    ConfigDef("transactional.id.expiration.ms", ConfigType.INT, 604800000, "A transactional id idle this long (and not in a transaction) is forgotten.", _at_least(1)),
-    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, 10000, "How often transactions past their timeout are aborted.", _at_least(1)),
-    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, 3600000, "How often expired transactional ids are removed.", _at_least(1)),
-    ConfigDef("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, "Refuse transactional produce to a partition not added to the transaction (KIP-890 part 1)."),
-    ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1)),
-    ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1)),
+NODE_ID: Final[ConfigDef[int]] = ConfigDef("node.id", ConfigType.INT, 1, "This broker's node id.", _at_least(0))
+AUTO_CREATE_TOPICS_ENABLE: Final[ConfigDef[bool]] = ConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, True, "Create a topic when a client asks for one that does not exist.")
+DELETE_TOPIC_ENABLE: Final[ConfigDef[bool]] = ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics.")
+NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("num.partitions", ConfigType.INT, 1, "Partitions of an auto-created topic.", _at_least(1))
+DEFAULT_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("default.replication.factor", ConfigType.INT, 1, "Replication factor of an auto-created topic (only 1 on a single broker).", _one_of(1))  # type: ignore[arg-type]
+MESSAGE_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("message.max.bytes", ConfigType.INT, 1048588, "Largest record batch the broker accepts.", _at_least(0))
+SOCKET_REQUEST_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("socket.request.max.bytes", ConfigType.INT, 104857600, "Largest request frame; a larger one closes the connection.", _at_least(1))
+QUEUED_MAX_REQUESTS: Final[ConfigDef[int]] = ConfigDef("queued.max.requests", ConfigType.INT, 500, "Requests a single connection may have in flight before the broker stops reading from it.", _at_least(1))
+CONNECTIONS_MAX_IDLE_MS: Final[ConfigDef[int]] = ConfigDef("connections.max.idle.ms", ConfigType.LONG, 600000, "Idle connections are closed after this long.")
+LOG_SEGMENT_BYTES: Final[ConfigDef[int]] = ConfigDef("log.segment.bytes", ConfigType.INT, 1073741824, "Segment size before a roll.", _at_least(14))
+LOG_ROLL_HOURS: Final[ConfigDef[int]] = ConfigDef("log.roll.hours", ConfigType.INT, 168, "Segment age before a roll, in hours.", _at_least(1))
+LOG_ROLL_MS: Final[ConfigDef[int | None]] = ConfigDef("log.roll.ms", ConfigType.LONG, None, "Segment age before a roll; overrides log.roll.hours.")
+LOG_RETENTION_HOURS: Final[ConfigDef[int]] = ConfigDef("log.retention.hours", ConfigType.INT, 168, "Retention by age, in hours.")
+LOG_RETENTION_MINUTES: Final[ConfigDef[int | None]] = ConfigDef("log.retention.minutes", ConfigType.INT, None, "Retention by age, in minutes; overrides log.retention.hours.")
+LOG_RETENTION_MS: Final[ConfigDef[int | None]] = ConfigDef("log.retention.ms", ConfigType.LONG, None, "Retention by age; overrides minutes and hours. -1: no limit.")
+LOG_RETENTION_BYTES: Final[ConfigDef[int]] = ConfigDef("log.retention.bytes", ConfigType.LONG, -1, "Retention by partition size. -1: no limit.")
+LOG_RETENTION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("log.retention.check.interval.ms", ConfigType.LONG, 300000, "How often retention runs.", _at_least(1))
+LOG_CLEANUP_POLICY: Final[ConfigDef[list[str]]] = ConfigDef("log.cleanup.policy", ConfigType.LIST, ["delete"], "Default cleanup policy.", _cleanup_policy)
+LOG_INDEX_INTERVAL_BYTES: Final[ConfigDef[int]] = ConfigDef("log.index.interval.bytes", ConfigType.INT, 4096, "Bytes of log between two offset-index entries.", _at_least(0))
+LOG_INDEX_SIZE_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("log.index.size.max.bytes", ConfigType.INT, 10485760, "Largest offset index; the segment rolls when it is full.", _at_least(4))
+LOG_MESSAGE_TIMESTAMP_TYPE: Final[ConfigDef[str]] = ConfigDef("log.message.timestamp.type", ConfigType.STRING, "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"))
+LOG_CLEANER_ENABLE: Final[ConfigDef[bool]] = ConfigDef("log.cleaner.enable", ConfigType.BOOLEAN, True, "Run the log cleaner (compaction of cleanup.policy=compact topics, the internal topics included).")
+LOG_CLEANER_BACKOFF_MS: Final[ConfigDef[int]] = ConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, 15000, "How long the cleaner sleeps between two passes over the partitions.", _at_least(0))
+LOG_CLEANER_MIN_CLEANABLE_RATIO: Final[ConfigDef[float]] = ConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, 0.5, "A partition is cleaned once its dirty bytes exceed this share of its cleanable bytes.", _between(0.0, 1.0))
+LOG_CLEANER_DEDUPE_BUFFER_SIZE: Final[ConfigDef[int]] = ConfigDef("log.cleaner.dedupe.buffer.size", ConfigType.LONG, 134217728, "Memory for the key -> offset map of one cleaning pass; a larger dirty section is cleaned over several passes.", _at_least(1 << 16))
+LOG_CLEANER_DELETE_RETENTION_MS: Final[ConfigDef[int]] = ConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, 86400000, "How long tombstones survive compaction.")
+LOG_CLEANER_MIN_COMPACTION_LAG_MS: Final[ConfigDef[int]] = ConfigDef("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, 0, "Minimum age before a record may be compacted.")
+LOG_CLEANER_MAX_COMPACTION_LAG_MS: Final[ConfigDef[int]] = ConfigDef("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, 2**63 - 1, "Maximum time a record may stay uncompacted.", _at_least(1))
+MIN_INSYNC_REPLICAS: Final[ConfigDef[int]] = ConfigDef("min.insync.replicas", ConfigType.INT, 1, "Accepted for compatibility; a single broker is always in sync.", _at_least(1))
+OFFSETS_TOPIC_NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("offsets.topic.num.partitions", ConfigType.INT, 50, "Partitions of __consumer_offsets.", _at_least(1))
+OFFSETS_TOPIC_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __consumer_offsets has one replica here.")
+OFFSETS_TOPIC_SEGMENT_BYTES: Final[ConfigDef[int]] = ConfigDef("offsets.topic.segment.bytes", ConfigType.INT, 104857600, "Segment size of __consumer_offsets.", _at_least(14))
+OFFSETS_RETENTION_MINUTES: Final[ConfigDef[int]] = ConfigDef("offsets.retention.minutes", ConfigType.INT, 10080, "Committed offsets of an empty group are kept this long.", _at_least(1))
+OFFSETS_RETENTION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("offsets.retention.check.interval.ms", ConfigType.LONG, 600000, "How often expired offsets are removed.", _at_least(1))
+OFFSET_METADATA_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("offset.metadata.max.bytes", ConfigType.INT, 4096, "Largest metadata string of a committed offset.")
+GROUP_INITIAL_REBALANCE_DELAY_MS: Final[ConfigDef[int]] = ConfigDef("group.initial.rebalance.delay.ms", ConfigType.INT, 3000, "How long the first rebalance of an empty group waits for more members.")
+GROUP_MIN_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.min.session.timeout.ms", ConfigType.INT, 6000, "Smallest session timeout a member may ask for.")
+GROUP_MAX_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.max.session.timeout.ms", ConfigType.INT, 1800000, "Largest session timeout a member may ask for.")
+GROUP_MAX_SIZE: Final[ConfigDef[int]] = ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1))
+TRANSACTION_STATE_LOG_NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.num.partitions", ConfigType.INT, 50, "Partitions of __transaction_state.", _at_least(1))
+TRANSACTION_STATE_LOG_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __transaction_state has one replica here.")
+TRANSACTION_STATE_LOG_MIN_ISR: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.min.isr", ConfigType.INT, 2, "Accepted for compatibility.")
+TRANSACTION_STATE_LOG_SEGMENT_BYTES: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.segment.bytes", ConfigType.INT, 104857600, "Segment size of __transaction_state.", _at_least(14))
+TRANSACTION_MAX_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("transaction.max.timeout.ms", ConfigType.INT, 900000, "Largest transaction.timeout.ms a producer may ask for.", _at_least(1))
+TRANSACTIONAL_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("transactional.id.expiration.ms", ConfigType.INT, 604800000, "A transactional id idle this long (and not in a transaction) is forgotten.", _at_least(1))
+TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, 10000, "How often transactions past their timeout are aborted.", _at_least(1))
+TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, 3600000, "How often expired transactional ids are removed.", _at_least(1))
+TRANSACTION_PARTITION_VERIFICATION_ENABLE: Final[ConfigDef[bool]] = ConfigDef("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, "Refuse transactional produce to a partition not added to the transaction (KIP-890 part 1).")
+PRODUCER_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1))
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1))
+
+_BROKER_ROWS: list[ConfigDef[Any]] = [
+    NODE_ID,
+    AUTO_CREATE_TOPICS_ENABLE,
+    DELETE_TOPIC_ENABLE,
+    NUM_PARTITIONS,
+    DEFAULT_REPLICATION_FACTOR,
+    MESSAGE_MAX_BYTES,
+    SOCKET_REQUEST_MAX_BYTES,
+    QUEUED_MAX_REQUESTS,
+    CONNECTIONS_MAX_IDLE_MS,
+    LOG_SEGMENT_BYTES,
+    LOG_ROLL_HOURS,
+    LOG_ROLL_MS,
+    LOG_RETENTION_HOURS,
+    LOG_RETENTION_MINUTES,
+    LOG_RETENTION_MS,
+    LOG_RETENTION_BYTES,
+    LOG_RETENTION_CHECK_INTERVAL_MS,
+    LOG_CLEANUP_POLICY,
+    LOG_INDEX_INTERVAL_BYTES,
+    LOG_INDEX_SIZE_MAX_BYTES,
+    LOG_MESSAGE_TIMESTAMP_TYPE,
+    LOG_CLEANER_ENABLE,
+    LOG_CLEANER_BACKOFF_MS,
+    LOG_CLEANER_MIN_CLEANABLE_RATIO,
+    LOG_CLEANER_DEDUPE_BUFFER_SIZE,
+    LOG_CLEANER_DELETE_RETENTION_MS,
+    LOG_CLEANER_MIN_COMPACTION_LAG_MS,
+    LOG_CLEANER_MAX_COMPACTION_LAG_MS,
+    MIN_INSYNC_REPLICAS,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    OFFSETS_TOPIC_REPLICATION_FACTOR,
+    OFFSETS_TOPIC_SEGMENT_BYTES,
+    OFFSETS_RETENTION_MINUTES,
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+    OFFSET_METADATA_MAX_BYTES,
+    GROUP_INITIAL_REBALANCE_DELAY_MS,
+    GROUP_MIN_SESSION_TIMEOUT_MS,
+    GROUP_MAX_SESSION_TIMEOUT_MS,
+    GROUP_MAX_SIZE,
+    TRANSACTION_STATE_LOG_NUM_PARTITIONS,
+    TRANSACTION_STATE_LOG_REPLICATION_FACTOR,
+    TRANSACTION_STATE_LOG_MIN_ISR,
+    TRANSACTION_STATE_LOG_SEGMENT_BYTES,
+    TRANSACTION_MAX_TIMEOUT_MS,
+    TRANSACTIONAL_ID_EXPIRATION_MS,
+    TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS,
+    TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS,
+    TRANSACTION_PARTITION_VERIFICATION_ENABLE,
+    PRODUCER_ID_EXPIRATION_MS,
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 ]
 
-_TOPIC_ROWS: list[ConfigDef] = [
+_TOPIC_ROWS: list[ConfigDef[Any]] = [
     ConfigDef("cleanup.policy", ConfigType.LIST, None, "delete, compact, or both.", _cleanup_policy, "log.cleanup.policy"),
     ConfigDef("retention.ms", ConfigType.LONG, None, "Retention by age; -1: no limit.", _at_least(-1), "log.retention.ms"),
     ConfigDef("retention.bytes", ConfigType.LONG, None, "Retention by size; -1: no limit.", None, "log.retention.bytes"),
@@ -185,8 +245,8 @@ _TOPIC_ROWS: list[ConfigDef] = [
 ]
 # fmt: on
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {row.name: row for row in _BROKER_ROWS}
-TOPIC_CONFIGS: dict[str, ConfigDef] = {row.name: row for row in _TOPIC_ROWS}
+BROKER_CONFIGS: dict[str, ConfigDef[Any]] = {row.name: row for row in _BROKER_ROWS}
+TOPIC_CONFIGS: dict[str, ConfigDef[Any]] = {row.name: row for row in _TOPIC_ROWS}
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -246,8 +306,16 @@ class BrokerConfig:
             self._values[key] = row.parse(raw)
             self._explicit.add(key)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
+    @overload
+    def __getitem__(self, key: ConfigDef[T]) -> T: ...
+
+    @overload
+    def __getitem__(self, key: str) -> Any: ...
+
+    def __getitem__(self, key: ConfigDef[Any] | str) -> Any:
+        """A setting's value: typed by its ``ConfigDef`` constant, or ``Any`` by name (for
+        values named at run time: server.properties, DescribeConfigs)."""
+        return self._values[key if isinstance(key, str) else key.name]
 
     def is_default(self, key: str) -> bool:
         return key not in self._explicit

@@ -25,7 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, SystemClock
-from ..config import BrokerConfig
+from ..config import (
+    LOG_CLEANER_BACKOFF_MS,
+    LOG_CLEANER_ENABLE,
+    LOG_RETENTION_CHECK_INTERVAL_MS,
+    NODE_ID,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
+    OFFSETS_TOPIC_SEGMENT_BYTES,
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    QUEUED_MAX_REQUESTS,
+    SOCKET_REQUEST_MAX_BYTES,
+    TRANSACTION_STATE_LOG_NUM_PARTITIONS,
+    TRANSACTION_STATE_LOG_SEGMENT_BYTES,
+    BrokerConfig,
+)
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
@@ -65,7 +78,7 @@ class Broker:
         self.host = host
         self.port = port
         self.clock: Clock = clock or SystemClock()
-        self.node_id: int = config["node.id"]
+        self.node_id: int = config[NODE_ID]
         self.io = IoThread()
         self.registry = PartitionRegistry(self.data_dir, config, self.io)
         self.group_commit: GroupCommit | None = None
@@ -90,8 +103,8 @@ class Broker:
         self._load_groups()
         self._load_transactions()
         loop = asyncio.get_running_loop()
-        max_frame = self.config["socket.request.max.bytes"]
-        max_in_flight = self.config["queued.max.requests"]
+        max_frame = self.config[SOCKET_REQUEST_MAX_BYTES]
+        max_in_flight = self.config[QUEUED_MAX_REQUESTS]
         self._server = await loop.create_server(
             lambda: KafkaProtocol(self.dispatch, self._unknown_api_versions, self.state, max_frame, max_in_flight),
             self.host,
@@ -131,9 +144,9 @@ class Broker:
         log.info("broker %d stopped cleanly", self.node_id)
 
     async def _timers(self) -> None:
-        retention_every = self.config["log.retention.check.interval.ms"]
-        expiry_every = self.config["producer.id.expiration.check.interval.ms"]
-        cleaner_every = self.config["log.cleaner.backoff.ms"]
+        retention_every = self.config[LOG_RETENTION_CHECK_INTERVAL_MS]
+        expiry_every = self.config[PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS]
+        cleaner_every = self.config[LOG_CLEANER_BACKOFF_MS]
         next_retention = self.clock.now_ms() + retention_every
         next_expiry = self.clock.now_ms() + expiry_every
         next_clean = self.clock.now_ms() + cleaner_every
@@ -153,7 +166,7 @@ class Broker:
                     if now >= next_expiry:
                         next_expiry = now + expiry_every
                         self.expire_producer_ids()
-                    if self.config["log.cleaner.enable"] and now >= next_clean and (cleaner is None or cleaner.done()):
+                    if self.config[LOG_CLEANER_ENABLE] and now >= next_clean and (cleaner is None or cleaner.done()):
                         if cleaner is not None and not cleaner.cancelled() and cleaner.exception() is not None:
                             log.error("log cleaner pass failed", exc_info=cleaner.exception())
                         cleaner = asyncio.get_running_loop().create_task(self.run_log_cleaner(), name="onceflow-cleaner")
@@ -240,10 +253,10 @@ class Broker:
         topic = self.registry.topics.get(topic_name)
         if topic is None:
             if topic_name == OFFSETS_TOPIC:
-                count, segment_bytes = self.config["offsets.topic.num.partitions"], self.config["offsets.topic.segment.bytes"]
+                count, segment_bytes = self.config[OFFSETS_TOPIC_NUM_PARTITIONS], self.config[OFFSETS_TOPIC_SEGMENT_BYTES]
             else:
-                count = self.config["transaction.state.log.num.partitions"]
-                segment_bytes = self.config["transaction.state.log.segment.bytes"]
+                count = self.config[TRANSACTION_STATE_LOG_NUM_PARTITIONS]
+                segment_bytes = self.config[TRANSACTION_STATE_LOG_SEGMENT_BYTES]
             overrides = {"cleanup.policy": ["compact"], "segment.bytes": segment_bytes}
             topic = self.create_topic(topic_name, count, overrides, internal=True)
         return topic.partitions[partition]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
+from ..config import NODE_ID, BrokerConfig, ConfigError, TopicConfig, validate_topic_configs
 from ..fileio import atomic_write, fsync_dir
 from ..log.partition_log import PartitionLog, partition_dir_name
 from ..log.writer import DIRECT, SegmentWriter
@@ -116,7 +116,7 @@ class PartitionRegistry:
 
     def _load_meta(self) -> None:
         path = self.data_dir / META_FILE
-        node_id = self.config["node.id"]
+        node_id = self.config[NODE_ID]
         if path.exists():
             props = dict(
                 line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import faults
+from ..config import OFFSETS_TOPIC_NUM_PARTITIONS, TRANSACTION_STATE_LOG_NUM_PARTITIONS
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.transaction import log_records
 from ..coordinator.transaction.metadata import TransactionState
@@ -63,7 +64,7 @@ class OffsetsTopicStore:
 
     @property
     def num_partitions(self) -> int:
-        return int(self._broker.config["offsets.topic.num.partitions"])
+        return self._broker.config[OFFSETS_TOPIC_NUM_PARTITIONS]
 
     def append(
         self,
@@ -99,7 +100,7 @@ class TransactionLogStore:
 
     @property
     def num_partitions(self) -> int:
-        return int(self._broker.config["transaction.state.log.num.partitions"])
+        return self._broker.config[TRANSACTION_STATE_LOG_NUM_PARTITIONS]
 
     def append(self, partition: int, key: bytes, value: bytes | None, done: Callable[[ErrorCode], None]) -> None:
         broker = self._broker

@@ -116,6 +116,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import LOG_CLEANER_DEDUPE_BUFFER_SIZE
 from ..fileio import atomic_write
 from ..records.batch import (
     COMPRESSION_MASK,
@@ -340,7 +341,7 @@ def plan_cleaning(log_: PartitionLog, now_ms: int, *, force: bool = False) -> Cl
         segment_bytes=config.segment_bytes,
         segment_index_bytes=config.segment_index_bytes,
         index_interval_bytes=config.index_interval_bytes,
-        map_memory_bytes=int(config.broker["log.cleaner.dedupe.buffer.size"]),
+        map_memory_bytes=config.broker[LOG_CLEANER_DEDUPE_BUFFER_SIZE],
         dirty_ratio=offsets.dirty_ratio,
         forced=offsets.overdue and not offsets.dirty_ratio > config.min_cleanable_ratio,
     )

@@ -80,7 +80,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import TopicConfig
+from ..config import PRODUCER_ID_EXPIRATION_MS, TopicConfig
 from ..fileio import fsync_dir
 from ..protocol.errors import ErrorCode
 from ..records.batch import (
@@ -190,7 +190,7 @@ class PartitionLog:
         self.high_watermark = active.next_offset
         self._hw_segment = active
         self._hw_position = active.size
-        self.producer_state = ProducerStateManager(directory, int(config.broker["producer.id.expiration.ms"]))
+        self.producer_state = ProducerStateManager(directory, config.broker[PRODUCER_ID_EXPIRATION_MS])
         self._load_producer_state()
 
     # -- opening --------------------------------------------------------------

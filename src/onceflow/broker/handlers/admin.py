@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigType, render_value, validate_topic_configs
+from ...config import BROKER_CONFIGS, DELETE_TOPIC_ENABLE, NUM_PARTITIONS, TOPIC_CONFIGS, ConfigError, ConfigType, render_value, validate_topic_configs
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import MAX_PARTITIONS
@@ -99,7 +99,7 @@ def _create_one(broker: BrokerContext, t: Any, validate_only: bool, duplicated: 
         num_partitions = len(indexes)
     else:
         if num_partitions == -1:
-            num_partitions = broker.config["num.partitions"]
+            num_partitions = broker.config[NUM_PARTITIONS]
         reason = _replication_error(t.replication_factor)
         if reason:
             return ErrorCode.invalid_replication_factor, reason, None
@@ -165,7 +165,7 @@ def handle_delete_topics(broker: BrokerContext, request: Request, conn: Connecti
         error, message = ErrorCode.none, None
         if topic is None:
             error = missing
-        elif not broker.config["delete.topic.enable"]:
+        elif not broker.config[DELETE_TOPIC_ENABLE]:
             error, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
         elif topic.internal:
             error, message = ErrorCode.invalid_topic_exception, f"Topic {topic.name} is internal and cannot be deleted."

@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.api_versions.v0 import response as api_versions_v0
 
+from ...config import AUTO_CREATE_TOPICS_ENABLE, NUM_PARTITIONS
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import Topic, topic_name_error
@@ -77,7 +78,7 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
     body = request.body
     registry = broker.registry
     version = request.api_version
-    allow_create = bool(getattr(body, "allow_auto_topic_creation", True)) and broker.config["auto.create.topics.enable"]
+    allow_create = bool(getattr(body, "allow_auto_topic_creation", True)) and broker.config[AUTO_CREATE_TOPICS_ENABLE]
     if body.topics is None:
         wanted: list[tuple[str | None, uuid.UUID | None]] = [(t.name, None) for t in registry.topics.values()]
     else:
@@ -98,7 +99,7 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
                     error = ErrorCode.invalid_topic_exception
                 elif allow_create and not name.startswith("__"):
                     try:
-                        topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                        topic = broker.create_topic(name, broker.config[NUM_PARTITIONS], {})
                     except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
                         log.error("cannot auto-create topic %s: %s", name, exc)
                         error = ErrorCode.leader_not_available

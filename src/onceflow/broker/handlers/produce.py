@@ -32,6 +32,7 @@ import asyncio
 import logging
 from typing import Any
 
+from ...config import TRANSACTION_PARTITION_VERIFICATION_ENABLE
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ...records.batch import HEADER_SIZE, Invalid, read_header
@@ -62,7 +63,7 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
     outcomes: list[tuple[str, list[_PartitionOutcome]]] = []
     failed = False
     transactional_id = getattr(body, "transactional_id", None)
-    verify = broker.config["transaction.partition.verification.enable"]
+    verify = broker.config[TRANSACTION_PARTITION_VERIFICATION_ENABLE]
     for topic_data in body.topic_data:
         name = topic_data.name
         topic = broker.registry.topics.get(name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...config import TRANSACTION_PARTITION_VERIFICATION_ENABLE
 from ...coordinator import OFFSETS_TOPIC
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...protocol import apis
@@ -145,7 +146,7 @@ def handle_txn_offset_commit(broker: BrokerContext, request: Request, conn: Conn
     if not offsets:
         return respond({})
     verify = None
-    if broker.config["transaction.partition.verification.enable"]:
+    if broker.config[TRANSACTION_PARTITION_VERIFICATION_ENABLE]:
         generic_errors = request.api_version >= 4  # KIP-890: v4 clients know TRANSACTION_ABORTABLE
 
         def verify(partition: int) -> ErrorCode:

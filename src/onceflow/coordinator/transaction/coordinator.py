@@ -80,7 +80,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...clock import Clock
-from ...config import BrokerConfig
+from ...config import TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS, TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS, BrokerConfig
 from ...protocol.errors import ErrorCode
 from ...timers import Timers
 from ..outbox import Outbox
@@ -229,11 +229,11 @@ class TransactionCoordinator:
 
     @property
     def _abort_interval_ms(self) -> int:
-        return int(self._config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        return self._config[TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS]
 
     @property
     def _expire_interval_ms(self) -> int:
-        return int(self._config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+        return self._config[TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS]
 
     # ================================================================ inspection
 

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ...clock import Clock
-from ...config import BrokerConfig
+from ...config import TRANSACTION_MAX_TIMEOUT_MS, TRANSACTIONAL_ID_EXPIRATION_MS, BrokerConfig
 from ...protocol.errors import ErrorCode
 from .. import TRANSACTION_STATE_TOPIC
 from ..partitioning import partition_for
@@ -137,11 +137,11 @@ class TransactionStateManager:
 
     @property
     def transaction_max_timeout_ms(self) -> int:
-        return int(self._config["transaction.max.timeout.ms"])
+        return self._config[TRANSACTION_MAX_TIMEOUT_MS]
 
     @property
     def transactional_id_expiration_ms(self) -> int:
-        return int(self._config["transactional.id.expiration.ms"])
+        return self._config[TRANSACTIONAL_ID_EXPIRATION_MS]
 
     def validate_transaction_timeout_ms(self, txn_timeout_ms: int) -> bool:
         return 0 < txn_timeout_ms <= self.transaction_max_timeout_ms
