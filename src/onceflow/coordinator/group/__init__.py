@@ -1,1 +1,16 @@
-"""The classic consumer-group protocol: membership, rebalances and committed offsets."""
+"""The classic consumer-group protocol: membership, rebalances and committed offsets.
+
+* ``types``       what the broker exchanges with the coordinator (``GroupStore``,
+                  ``StoredRecord``/``StoredMarker``, results);
+* ``records``     the ``__consumer_offsets`` key/value layout (Kafka's bytes);
+* ``metadata``    ``GroupMetadata``: a group's state machine, members and offsets;
+* ``loader``      a ``__consumer_offsets`` partition read back into groups and
+                  offsets (a pure function);
+* ``context``     what the coordinator lends its two managers;
+* ``membership``  ``MembershipManager``: JoinGroup (``JoinRequest``), SyncGroup,
+                  Heartbeat, LeaveGroup, rebalances and sessions;
+* ``offsets``     ``OffsetManager``: OffsetCommit, TxnOffsetCommit and transaction
+                  completion, OffsetFetch, OffsetDelete, DeleteGroups, expiry;
+* ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with the API
+                  guard, outbox, store appends and timer dispatch.
+"""

@@ -8,7 +8,8 @@ an illegal move and stamps the time of the change (offset expiry counts from
 the moment a group became Empty, Kafka 2.1+ / KIP-211).
 
 Nothing in this module does I/O, reads a clock or fires a timer: it is the
-bookkeeping the coordinator (``coordinator.py``) drives.  Waiting requests
+bookkeeping the coordinator drives (membership in ``membership.py``,
+offsets in ``offsets.py``, loading in ``loader.py``).  Waiting requests
 are plain callbacks parked on a member (``join_callbacks`` while the group
 gathers members, ``sync_callbacks`` while it waits for the leader's
 assignment); ``take_join_callbacks``/``take_sync_callbacks`` hand them back
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -217,7 +218,7 @@ class MemberMetadata:
                 return data
         raise ValueError(f"member {self.member_id} does not support protocol {protocol!r}")
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: Sequence[tuple[str, bytes]]) -> bool:
         """Same protocols, same order, same metadata bytes."""
         if len(protocols) != len(self.protocols):
             return False
@@ -441,7 +442,7 @@ class GroupMetadata:
     def update_member(
         self,
         member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
+        protocols: Sequence[tuple[str, bytes]],
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
         callback: JoinCallback | None,
@@ -740,8 +741,8 @@ class GroupMetadata:
 
     def initialize_offsets(
         self,
-        committed: dict[TopicPartition, tuple[int, OffsetAndMetadata]],
-        pending_transactional: dict[int, dict[TopicPartition, tuple[int, OffsetAndMetadata]]],
+        committed: Mapping[TopicPartition, tuple[int, OffsetAndMetadata]],
+        pending_transactional: Mapping[int, Mapping[TopicPartition, tuple[int, OffsetAndMetadata]]],
     ) -> None:
         """Install what loading found: (log position, offset) per partition."""
         for tp, (seq, offset) in committed.items():
