@@ -17,7 +17,9 @@ with the same deadline come out in the order they were set.
 
 Nothing fires by itself: the owner (a coordinator) calls ``pop_due`` from
 its ``tick()`` until it returns ``None``, and acts on each key returned;
-``next_deadline`` tells it when the next tick is needed.  Time is never
+``next_deadline`` tells it when the next tick is needed.  ``on_set``, if
+given, hears every deadline set, so that whoever sleeps until the next tick
+(the broker's timer task) can wake up for an earlier one.  Time is never
 read here: callers pass ``now_ms`` (from their clock), which keeps the
 class deterministic under test.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Timers"]
@@ -34,7 +37,8 @@ __all__ = ["Timers"]
 class Timers:
     """Deadlines by key; setting a key again replaces its deadline."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_set: Callable[[int], None] | None = None) -> None:
+        self._on_set = on_set
         self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
         self._live: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (seq, deadline)
         self._seq = itertools.count()
@@ -46,6 +50,8 @@ class Timers:
         if len(self._heap) > 1024 and len(self._heap) > 4 * len(self._live):
             self._heap = [(d, s, k) for k, (s, d) in self._live.items()]
             heapq.heapify(self._heap)
+        if self._on_set is not None:
+            self._on_set(deadline_ms)
 
     def cancel(self, key: tuple[Any, ...]) -> None:
         self._live.pop(key, None)

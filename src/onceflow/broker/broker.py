@@ -61,7 +61,8 @@ from .stores import LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
 
 log = logging.getLogger(__name__)
 
-TICK_SECONDS = 0.01
+#: The timer task sleeps until the next deadline, but never longer than this.
+MAX_TIMER_SLEEP_MS = 1000
 
 
 class Broker:
@@ -82,11 +83,15 @@ class Broker:
         self.io = IoThread()
         self.registry = PartitionRegistry(self.data_dir, config, self.io)
         self.group_commit: GroupCommit | None = None
-        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self))
+        #: The timer task's wake-up: set when a coordinator sets a deadline earlier than its sleep.
+        self._timer_wake: asyncio.Event | None = None
+        self._sleeping_until = 0
+        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self), on_timer_set=self._on_timer_set)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdBlocks(self.data_dir)
         self.marker_writer = LocalMarkerWriter(self)
-        self.txns = TransactionCoordinator(config, self.clock, TransactionLogStore(self), self.producer_ids, self.marker_writer)
+        self.txns = TransactionCoordinator(config, self.clock, TransactionLogStore(self), self.producer_ids, self.marker_writer,
+                                           on_timer_set=self._on_timer_set)
         self.state = ServerState()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -143,19 +148,48 @@ class Broker:
             self._server = None
         log.info("broker %d stopped cleanly", self.node_id)
 
+    def _on_timer_set(self, deadline_ms: int) -> None:
+        """A coordinator set a deadline: wake the timer task if it sleeps past it."""
+        if self._timer_wake is not None and deadline_ms < self._sleeping_until:
+            self._timer_wake.set()
+
+    async def _sleep_until(self, deadline_ms: int) -> None:
+        """Sleep until ``deadline_ms`` (at most MAX_TIMER_SLEEP_MS), or until woken for an earlier one."""
+        assert self._timer_wake is not None
+        wait_ms = min(deadline_ms - self.clock.now_ms(), MAX_TIMER_SLEEP_MS)
+        if wait_ms <= 0:
+            await asyncio.sleep(0)  # let the loop serve requests between two due timers
+            return
+        self._sleeping_until = deadline_ms
+        self._timer_wake.clear()
+        try:
+            await asyncio.wait_for(self._timer_wake.wait(), wait_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            self._sleeping_until = 0
+
     async def _timers(self) -> None:
+        """Coordinators' timers, retention, producer-id expiry and the log cleaner, each run when
+        due: the task sleeps until the earliest deadline (a coordinator setting an earlier one
+        wakes it), not on a fixed tick."""
         retention_every = self.config[LOG_RETENTION_CHECK_INTERVAL_MS]
         expiry_every = self.config[PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS]
         cleaner_every = self.config[LOG_CLEANER_BACKOFF_MS]
         next_retention = self.clock.now_ms() + retention_every
         next_expiry = self.clock.now_ms() + expiry_every
         next_clean = self.clock.now_ms() + cleaner_every
+        self._timer_wake = asyncio.Event()
         # The log cleaner runs as its own task (its heavy part in a worker thread),
         # so that a long pass never delays the coordinators' ticks.
         cleaner: asyncio.Task[int] | None = None
         try:
             while True:
-                await asyncio.sleep(TICK_SECONDS)
+                deadlines = [next_retention, next_expiry]
+                if self.config[LOG_CLEANER_ENABLE] and (cleaner is None or cleaner.done()):
+                    deadlines.append(next_clean)
+                deadlines += [d for d in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()) if d is not None]
+                await self._sleep_until(min(deadlines))
                 try:
                     self.groups.tick()
                     self.txns.tick()
@@ -170,6 +204,7 @@ class Broker:
                         if cleaner is not None and not cleaner.cancelled() and cleaner.exception() is not None:
                             log.error("log cleaner pass failed", exc_info=cleaner.exception())
                         cleaner = asyncio.get_running_loop().create_task(self.run_log_cleaner(), name="onceflow-cleaner")
+                        cleaner.add_done_callback(lambda _: self._timer_wake.set() if self._timer_wake else None)
                         next_clean = now + cleaner_every
                 except Exception:
                     log.exception("timer task failed; continuing")

@@ -101,12 +101,13 @@ class GroupCoordinator:
         store: GroupStore,
         *,
         member_id_suffix: Callable[[], str] | None = None,
+        on_timer_set: Callable[[int], None] | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
         self._store = store
         self._groups: dict[str, GroupMetadata] = {}
-        self._timers = Timers()
+        self._timers = Timers(on_timer_set)
         self._outbox = Outbox(log, "group coordinator")
         self._active = True
         #: Operations waiting on the store: op id -> how shutdown answers them.

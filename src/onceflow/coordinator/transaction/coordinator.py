@@ -155,6 +155,7 @@ class TransactionCoordinator:
         markers: MarkerWriter,
         *,
         coordinator_epoch: int = 0,
+        on_timer_set: Callable[[int], None] | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -162,7 +163,7 @@ class TransactionCoordinator:
         self._markers = markers
         self._coordinator_epoch = coordinator_epoch
         self._state = TransactionStateManager(config, clock, store, guard=self._guarded)
-        self._timers = Timers()
+        self._timers = Timers(on_timer_set)
         self._outbox = Outbox(log, "transaction coordinator")
         self._active = True
         #: Requests waiting on the store: op id -> how shutdown answers them.
