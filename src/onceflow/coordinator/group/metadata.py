@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ...protocol.errors import ErrorCode
+from ..transitions import IllegalTransition, check_transition
 from .types import (
     GroupDescription,
     GroupListing,
@@ -135,7 +136,7 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-class IllegalGroupTransition(RuntimeError):
+class IllegalGroupTransition(IllegalTransition):
     """A state change ``VALID_PREVIOUS_STATES`` forbids: a coordinator bug."""
 
     def __init__(self, group_id: str, current: GroupState, target: GroupState) -> None:
@@ -370,8 +371,8 @@ class GroupMetadata:
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         """The one place the state changes."""
-        if self._state not in VALID_PREVIOUS_STATES[target]:
-            raise IllegalGroupTransition(self.group_id, self._state, target)
+        check_transition(VALID_PREVIOUS_STATES, self._state, target,
+                         lambda current, wanted: IllegalGroupTransition(self.group_id, current, wanted))
         self._state = target
         self.current_state_timestamp_ms = now_ms
 

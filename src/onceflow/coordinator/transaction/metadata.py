@@ -50,6 +50,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from ..transitions import IllegalTransition
+from ..transitions import check_transition as _check
 from .types import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 
 #: Java's Short.MaxValue: the largest producer epoch.
@@ -161,7 +163,7 @@ class TransactionStateError(RuntimeError):
     """A broken invariant of the transaction state machine: a coordinator bug."""
 
 
-class IllegalTransactionTransition(TransactionStateError):
+class IllegalTransactionTransition(TransactionStateError, IllegalTransition):
     """A state change ``VALID_PREVIOUS_STATES`` forbids."""
 
     def __init__(self, transactional_id: str, current: TransactionState, target: TransactionState) -> None:
@@ -176,9 +178,10 @@ class IllegalTransactionTransition(TransactionStateError):
 
 
 def check_transition(transactional_id: str, current: TransactionState, target: TransactionState) -> None:
-    """Raise ``IllegalTransactionTransition`` unless ``current -> target`` is legal."""
-    if current not in VALID_PREVIOUS_STATES[target]:
-        raise IllegalTransactionTransition(transactional_id, current, target)
+    """Raise ``IllegalTransactionTransition`` unless ``current -> target`` is legal (the shared
+    ``coordinator.transitions.check_transition`` over this machine's table)."""
+    _check(VALID_PREVIOUS_STATES, current, target,
+           lambda state, wanted: IllegalTransactionTransition(transactional_id, state, wanted))
 
 
 @dataclass(frozen=True, slots=True)
