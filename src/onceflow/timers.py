@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-A ``Timers`` holds at most one deadline per *key* (a tuple naming what the
-deadline is for, e.g. ``("hb", group, member)``).  Setting a key that is
+A ``Timers`` holds at most one deadline per *key* (a hashable value naming
+what the deadline is for; the coordinators use small frozen dataclasses such
+as ``HeartbeatDeadline(group, member)``).  Setting a key that is
 already set replaces its deadline; ``cancel`` forgets it.
 
 Deadlines live in a min-heap of ``(deadline_ms, seq, key)`` entries next to
@@ -28,8 +29,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
 
 __all__ = ["Timers"]
 
@@ -39,11 +39,11 @@ class Timers:
 
     def __init__(self, on_set: Callable[[int], None] | None = None) -> None:
         self._on_set = on_set
-        self._heap: list[tuple[int, int, tuple[Any, ...]]] = []
-        self._live: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (seq, deadline)
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[Hashable, tuple[int, int]] = {}  # key -> (seq, deadline)
         self._seq = itertools.count()
 
-    def set(self, key: tuple[Any, ...], deadline_ms: int) -> None:
+    def set(self, key: Hashable, deadline_ms: int) -> None:
         seq = next(self._seq)
         self._live[key] = (seq, deadline_ms)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
@@ -53,10 +53,10 @@ class Timers:
         if self._on_set is not None:
             self._on_set(deadline_ms)
 
-    def cancel(self, key: tuple[Any, ...]) -> None:
+    def cancel(self, key: Hashable) -> None:
         self._live.pop(key, None)
 
-    def deadline(self, key: tuple[Any, ...]) -> int | None:
+    def deadline(self, key: Hashable) -> int | None:
         entry = self._live.get(key)
         return None if entry is None else entry[1]
 
@@ -73,7 +73,7 @@ class Timers:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> tuple[Any, ...] | None:
+    def pop_due(self, now_ms: int) -> Hashable | None:
         self._drop_stale()
         if not self._heap or self._heap[0][0] > now_ms:
             return None

@@ -47,6 +47,44 @@ from ...protocol.errors import ErrorCode
 from ...timers import Timers
 from .metadata import GroupMetadata
 
+# The group coordinator's timers (``CoordinatorRuntime.on_timer`` maps each to its handler).
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatDeadline:
+    """A member's session ends unless it heartbeats (or joins, or syncs) before this."""
+
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemberDeadline:
+    """A member id handed out by MEMBER_ID_REQUIRED (KIP-394) expires unless it joins with it."""
+
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JoinDeadline:
+    """A rebalance's join phase ends (rebalance timeout, or the initial delay)."""
+
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SyncDeadline:
+    """A group in CompletingRebalance waits no longer for its leader's SyncGroup."""
+
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiry:
+    """Committed offsets past offsets.retention.minutes are removed."""
+
+
 #: A record for ``__consumer_offsets``: (key, value); value None is a tombstone.
 Record = tuple[bytes, bytes | None]
 

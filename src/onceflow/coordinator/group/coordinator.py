@@ -58,21 +58,26 @@ their KIP.  Kafka outcomes are ``ErrorCode`` values; exceptions are bugs.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...clock import Clock
 from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
-from ...timers import Timers
-from ..outbox import Outbox
 from ..partitioning import partition_for
+from ..runtime import CoordinatorRuntime
 from . import loader
-from .context import GroupContext, Record
+from .context import (
+    GroupContext,
+    HeartbeatDeadline,
+    JoinDeadline,
+    OffsetExpiry,
+    PendingMemberDeadline,
+    Record,
+    SyncDeadline,
+)
 from .membership import JoinRequest, MembershipManager, SyncRequest
 from .metadata import GroupMetadata, GroupState
 from .offsets import OffsetCommitRequest, OffsetManager, TxnOffsetCommitRequest
@@ -107,42 +112,41 @@ class GroupCoordinator:
         self._clock = clock
         self._store = store
         self._groups: dict[str, GroupMetadata] = {}
-        self._timers = Timers(on_timer_set)
-        self._outbox = Outbox(log, "group coordinator")
-        self._active = True
-        #: Operations waiting on the store: op id -> how shutdown answers them.
-        self._inflight: dict[int, Callable[[], None]] = {}
-        self._op_ids = itertools.count()
+        self._runtime = runtime = CoordinatorRuntime("group coordinator", log, clock, on_timer_set)
         self._ctx = ctx = GroupContext(
             config=config,
             clock=clock,
             groups=self._groups,
-            timers=self._timers,
-            reply=self._reply,
+            timers=runtime.timers,
+            reply=runtime.reply,
             append=self._append,
-            register=self._register,
-            unregister=self._unregister,
-            is_waiting=self._is_waiting,
-            is_active=self._is_active,
+            register=runtime.register,
+            unregister=runtime.unregister,
+            is_waiting=runtime.is_waiting,
+            is_active=lambda: runtime.active,
             partition_for=self.partition_for,
         )
         self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())))
         self._offsets = OffsetManager(ctx, self._membership)
+        membership = self._membership
+        runtime.on_timer(HeartbeatDeadline, lambda key, _: membership.on_heartbeat_deadline(key.group_id, key.member_id))
+        runtime.on_timer(PendingMemberDeadline,
+                         lambda key, _: membership.on_pending_member_deadline(key.group_id, key.member_id))
+        runtime.on_timer(JoinDeadline, lambda key, _: membership.on_join_deadline(key.group_id))
+        runtime.on_timer(SyncDeadline, lambda key, _: membership.on_sync_deadline(key.group_id))
+        runtime.on_timer(OffsetExpiry, lambda _, now: self._offsets.expire_offsets(now))
 
-    # ================================================================ plumbing
+    # ================================================================ plumbing (coordinator/runtime.py)
 
-    @contextmanager
-    def _api(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._outbox.flush()
+    @property
+    def _active(self) -> bool:
+        return self._runtime.active
+
+    def _api(self) -> Any:
+        return self._runtime.api()
 
     def _reply(self, callback: Callable[[Any], None], result: Any) -> None:
-        self._outbox.post(callback, result)
-
-    def _is_active(self) -> bool:
-        return self._active
+        self._runtime.reply(callback, result)
 
     def _append(self, partition: int, records: list[Record], done: Callable[[ErrorCode], None],
                 *, txn: tuple[int, int] | None = None) -> None:
@@ -158,18 +162,6 @@ class GroupCoordinator:
             producer_id, producer_epoch = txn
             self._store.append(partition, records, on_done, producer_id=producer_id, producer_epoch=producer_epoch,
                                transactional=True)
-
-    def _register(self, on_shutdown: Callable[[], None]) -> int:
-        op = next(self._op_ids)
-        self._inflight[op] = on_shutdown
-        return op
-
-    def _unregister(self, op: int) -> bool:
-        """False if the operation was already answered (by shutdown)."""
-        return self._inflight.pop(op, None) is not None
-
-    def _is_waiting(self, op: int) -> bool:
-        return op in self._inflight
 
     # ================================================================ public API
 
@@ -403,43 +395,17 @@ class GroupCoordinator:
 
     def tick(self) -> None:
         """Run due timers: session expiry, rebalance and initial-delay deadlines, offset expiry."""
-        if not self._active:
-            return
-        with self._api():
-            now = self._clock.now_ms()
-            while True:
-                key = self._timers.pop_due(now)
-                if key is None:
-                    return
-                kind = key[0]
-                if kind == "hb":
-                    self._membership.on_heartbeat_deadline(key[1], key[2])
-                elif kind == "pending":
-                    self._membership.on_pending_member_deadline(key[1], key[2])
-                elif kind == "join":
-                    self._membership.on_join_deadline(key[1])
-                elif kind == "sync":
-                    self._membership.on_sync_deadline(key[1])
-                elif kind == "expire":
-                    self._offsets.expire_offsets(now)
-                else:
-                    raise RuntimeError(f"unknown timer {key!r}")
+        self._runtime.tick()
 
     def next_deadline_ms(self) -> int | None:
-        return self._timers.next_deadline() if self._active else None
+        return self._runtime.next_deadline_ms()
 
     # ================================================================ shutdown
 
     def shutdown(self) -> None:
         with self._api():
-            if not self._active:
+            # Waiting joins and syncs are answered while the groups still exist.
+            if not self._runtime.shut_down(first=self._membership.shutdown):
                 return
-            self._active = False
-            self._membership.shutdown()
-            inflight = list(self._inflight.values())
-            self._inflight.clear()
-            for answer in inflight:
-                answer()
             self._groups.clear()
             self._offsets.shutdown()
-            self._timers.clear()

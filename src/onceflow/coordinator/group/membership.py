@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from ...config import GROUP_INITIAL_REBALANCE_DELAY_MS, GROUP_MAX_SESSION_TIMEOUT_MS, GROUP_MAX_SIZE, GROUP_MIN_SESSION_TIMEOUT_MS
 from ...protocol.errors import ErrorCode
 from . import records as rec
-from .context import GroupContext
+from .context import GroupContext, HeartbeatDeadline, JoinDeadline, PendingMemberDeadline, SyncDeadline
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import JoinResult, LeaveMember, LeaveResult, SyncResult
 
@@ -235,7 +235,7 @@ class MembershipManager:
             # KIP-394: hand out the id and make the client come back with it,
             # so a client that retries a timed-out join does not leave ghosts.
             group.add_pending_member(new_member_id)
-            self._timers.set(("pending", group.group_id, new_member_id), self._ctx.now() + req.session_timeout_ms)
+            self._timers.set(PendingMemberDeadline(group.group_id, new_member_id), self._ctx.now() + req.session_timeout_ms)
             self._reply(req.callback, JoinResult(ErrorCode.member_id_required, member_id=new_member_id))
         else:
             self._add_member_and_rebalance(group, req, new_member_id)
@@ -254,7 +254,7 @@ class MembershipManager:
                 # such a request with an internal error.
                 self._reply(req.callback, JoinResult(ErrorCode.unknown_server_error, member_id=member_id))
                 return
-            self._timers.cancel(("pending", group.group_id, member_id))
+            self._timers.cancel(PendingMemberDeadline(group.group_id, member_id))
             self._add_member_and_rebalance(group, req, member_id)
             return
         error = _validate_current_member(group, member_id, req.group_instance_id)
@@ -336,7 +336,7 @@ class MembershipManager:
         """A known static member restarted (KIP-345): it takes over its old
         place under a new member id; the old id is fenced."""
         current_leader = group.leader_id
-        self._timers.cancel(("hb", group.group_id, old_member_id))
+        self._timers.cancel(HeartbeatDeadline(group.group_id, old_member_id))
         member, fenced_joins, fenced_syncs = group.replace_static_member(instance_id, old_member_id, new_member_id)
         for cb in fenced_joins:
             self._reply(cb, JoinResult(ErrorCode.fenced_instance_id, member_id=old_member_id))
@@ -365,7 +365,7 @@ class MembershipManager:
                                     instance_id, group.group_id, error.name)
                         waiting = group.take_join_callbacks(member)
                         group.update_member(member, old_protocols, old_rebalance_timeout, old_session_timeout, None)
-                        self._timers.cancel(("hb", group.group_id, new_member_id))
+                        self._timers.cancel(HeartbeatDeadline(group.group_id, new_member_id))
                         old, more_joins, more_syncs = group.replace_static_member(instance_id, new_member_id, old_member_id)
                         self.schedule_heartbeat(group, old)
                         result = JoinResult(error, generation_id=group.generation_id, protocol_type=group.protocol_type,
@@ -427,7 +427,7 @@ class MembershipManager:
         log.info("preparing to rebalance group %s with old generation %d (__consumer_offsets-%d) (reason: %s)",
                  group.group_id, group.generation_id, self._ctx.partition_for(group.group_id), reason)
         self._delayed_joins[group.group_id] = op
-        self._timers.set(("join", group.group_id), now + op.delay_ms)
+        self._timers.set(JoinDeadline(group.group_id), now + op.delay_ms)
         self._try_complete_join(group)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
@@ -449,7 +449,7 @@ class MembershipManager:
             delay = min(self._initial_delay_ms, op.remaining_ms)
             remaining = max(op.remaining_ms - op.delay_ms, 0)
             self._delayed_joins[group_id] = _DelayedJoin(initial=True, delay_ms=delay, remaining_ms=remaining)
-            self._timers.set(("join", group_id), self._ctx.now() + delay)
+            self._timers.set(JoinDeadline(group_id), self._ctx.now() + delay)
             return
         self._complete_join(group)
 
@@ -457,7 +457,7 @@ class MembershipManager:
         """Kafka's onCompleteJoin: the join phase is over."""
         group_id = group.group_id
         self._delayed_joins.pop(group_id, None)
-        self._timers.cancel(("join", group_id))
+        self._timers.cancel(JoinDeadline(group_id))
         # Dynamic members that did not rejoin in time are out.  Static members
         # stay (KIP-345): they are expected back under the same instance id.
         gone = [m for m in group.not_yet_rejoined_members() if not m.is_static]
@@ -474,7 +474,7 @@ class MembershipManager:
             log.error("group %s could not complete rebalance because no members rejoined", group_id)
             op = _DelayedJoin(initial=False, delay_ms=group.rebalance_timeout_ms)
             self._delayed_joins[group_id] = op
-            self._timers.set(("join", group_id), now + op.delay_ms)
+            self._timers.set(JoinDeadline(group_id), now + op.delay_ms)
             return
         group.init_next_generation(now)
         if group.state is GroupState.EMPTY:
@@ -496,12 +496,12 @@ class MembershipManager:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._sync_generations[group_id] = group.generation_id
-        self._timers.set(("sync", group_id), now + group.rebalance_timeout_ms)
+        self._timers.set(SyncDeadline(group_id), now + group.rebalance_timeout_ms)
 
     def _remove_sync_expiration(self, group: GroupMetadata) -> None:
         group.pending_sync_members.clear()
         self._sync_generations.pop(group.group_id, None)
-        self._timers.cancel(("sync", group.group_id))
+        self._timers.cancel(SyncDeadline(group.group_id))
 
     def on_sync_deadline(self, group_id: str) -> None:
         """Kafka's onExpirePendingSync: drop members that never sent SyncGroup."""
@@ -522,8 +522,8 @@ class MembershipManager:
     def _remove_member_silently(self, group: GroupMetadata, member_id: str) -> None:
         """Forget a member (or pending member id) and its timers; any request
         it still has parked is answered UNKNOWN_MEMBER_ID."""
-        self._timers.cancel(("hb", group.group_id, member_id))
-        self._timers.cancel(("pending", group.group_id, member_id))
+        self._timers.cancel(HeartbeatDeadline(group.group_id, member_id))
+        self._timers.cancel(PendingMemberDeadline(group.group_id, member_id))
         member = group.remove(member_id)
         if member is None:
             return
@@ -550,7 +550,7 @@ class MembershipManager:
         """Reset the member's session: it must show signs of life before the deadline."""
         deadline = self._ctx.now() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
         member.session_deadline_ms = deadline
-        self._timers.set(("hb", group.group_id, member.member_id), deadline)
+        self._timers.set(HeartbeatDeadline(group.group_id, member.member_id), deadline)
 
     def on_heartbeat_deadline(self, group_id: str, member_id: str) -> None:
         group = self._groups.get(group_id)
@@ -626,7 +626,7 @@ class MembershipManager:
         group.pending_sync_members.discard(member_id)
         if not group.pending_sync_members:
             self._sync_generations.pop(group.group_id, None)
-            self._timers.cancel(("sync", group.group_id))
+            self._timers.cancel(SyncDeadline(group.group_id))
 
     def _on_leader_sync(self, group: GroupMetadata, leader_id: str, assignments: dict[str, bytes]) -> None:
         missing = [m for m in group.members if m not in assignments]
@@ -803,12 +803,12 @@ class MembershipManager:
         """The group is gone: its join phase, sync deadline and sessions with it."""
         group_id = group.group_id
         self._delayed_joins.pop(group_id, None)
-        self._timers.cancel(("join", group_id))
+        self._timers.cancel(JoinDeadline(group_id))
         self._sync_generations.pop(group_id, None)
-        self._timers.cancel(("sync", group_id))
+        self._timers.cancel(SyncDeadline(group_id))
         for member_id in list(group.members) + list(group.pending_members):
-            self._timers.cancel(("hb", group_id, member_id))
-            self._timers.cancel(("pending", group_id, member_id))
+            self._timers.cancel(HeartbeatDeadline(group_id, member_id))
+            self._timers.cancel(PendingMemberDeadline(group_id, member_id))
 
     def shutdown(self) -> None:
         """Answer every parked JoinGroup and SyncGroup NOT_COORDINATOR; every group is Dead."""

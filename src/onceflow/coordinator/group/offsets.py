@@ -84,14 +84,13 @@ from ...protocol.errors import ErrorCode
 from .. import OFFSETS_TOPIC
 from . import loader
 from . import records as rec
-from .context import GroupContext, Record
+from .context import GroupContext, OffsetExpiry, Record
 from .membership import MembershipManager, validate_member_generation
 from .metadata import GroupMetadata, GroupState, PendingTxnOffset
 from .types import FetchedOffset, OffsetAndMetadata, StoredEntry, TopicPartition
 
 log = logging.getLogger(__name__)
 
-_EXPIRE_KEY = ("expire",)
 
 PartitionCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
 DeleteOffsetsCallback = Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]
@@ -161,7 +160,7 @@ class OffsetManager:
         #: are checked when the transaction completes).
         self._txn_groups: dict[int, set[str]] = {}
         # Kafka runs the first expiration check at start-up, then periodically.
-        ctx.timers.set(_EXPIRE_KEY, ctx.now())
+        ctx.timers.set(OffsetExpiry(), ctx.now())
 
     def _take_seq(self) -> int:
         seq = self._next_seq
@@ -545,7 +544,7 @@ class OffsetManager:
         if removed_total:
             log.info("removed %d expired offsets", removed_total)
         self._append_tombstones(tombstones, "expired offsets and groups")
-        self._ctx.timers.set(_EXPIRE_KEY, now + self._ctx.config[OFFSETS_RETENTION_CHECK_INTERVAL_MS])
+        self._ctx.timers.set(OffsetExpiry(), now + self._ctx.config[OFFSETS_RETENTION_CHECK_INTERVAL_MS])
 
     def on_topic_deleted(self, topic: str) -> None:
         if not self._ctx.is_active():

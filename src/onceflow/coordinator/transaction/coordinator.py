@@ -72,18 +72,15 @@ bugs.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ...clock import Clock
 from ...config import TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS, TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS, BrokerConfig
 from ...protocol.errors import ErrorCode
-from ...timers import Timers
-from ..outbox import Outbox
+from ..runtime import CoordinatorRuntime
 from .metadata import (
     TransactionMetadata,
     TransactionState,
@@ -113,8 +110,28 @@ MARKER_RETRY_BACKOFF_MS = 100
 #: Back-off before a Complete record whose append failed retriably is appended again.
 COMPLETION_RETRY_BACKOFF_MS = 100
 
-_ABORT_KEY = ("abort",)
-_EXPIRE_KEY = ("expire",)
+@dataclass(frozen=True, slots=True)
+class AbortTimedOutTransactions:
+    """Timer: abort the transactions past their timeout (every cleanup interval)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireTransactionalIds:
+    """Timer: remove transactional ids idle past transactional.id.expiration.ms."""
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerRetry:
+    """Timer: write the markers of a completing transaction again."""
+
+    transactional_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRetry:
+    """Timer: append the Complete record of a transaction again."""
+
+    transactional_id: str
 
 #: Marker outcomes after which the partition needs no marker any more.
 _MARKER_DONE = frozenset(
@@ -162,56 +179,41 @@ class TransactionCoordinator:
         self._producer_ids = producer_ids
         self._markers = markers
         self._coordinator_epoch = coordinator_epoch
-        self._state = TransactionStateManager(config, clock, store, guard=self._guarded)
-        self._timers = Timers(on_timer_set)
-        self._outbox = Outbox(log, "transaction coordinator")
-        self._active = True
-        #: Requests waiting on the store: op id -> how shutdown answers them.
-        self._inflight: dict[int, Callable[[], None]] = {}
-        self._op_ids = itertools.count()
+        self._runtime = runtime = CoordinatorRuntime("transaction coordinator", log, clock, on_timer_set)
+        self._timers = runtime.timers
+        self._state = TransactionStateManager(config, clock, store, guard=runtime.guarded)
         #: Transactions whose markers are being written (Kafka's transactionsWithPendingMarkers).
         self._pending_markers: dict[str, _PendingCompletion] = {}
         #: Complete records waiting to be appended again.
         self._completion_retries: dict[str, _PendingCompletion] = {}
         now = clock.now_ms()
-        self._timers.set(_ABORT_KEY, now + self._abort_interval_ms)
-        self._timers.set(_EXPIRE_KEY, now + self._expire_interval_ms)
+        self._timers.set(AbortTimedOutTransactions(), now + self._abort_interval_ms)
+        self._timers.set(ExpireTransactionalIds(), now + self._expire_interval_ms)
+        runtime.on_timer(AbortTimedOutTransactions, self._on_abort_timer)
+        runtime.on_timer(ExpireTransactionalIds, self._on_expire_timer)
+        runtime.on_timer(MarkerRetry, self._on_marker_retry)
+        runtime.on_timer(CompletionRetry, self._on_completion_retry)
 
-    # ================================================================ plumbing
+    # ================================================================ plumbing (coordinator/runtime.py)
 
-    @contextmanager
-    def _api(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._flush()
+    @property
+    def _active(self) -> bool:
+        return self._runtime.active
+
+    def _api(self) -> Any:
+        return self._runtime.api()
 
     def _guarded(self, fn: Callable[[], None]) -> None:
-        """Run a store / marker completion as if it were a public call."""
-        with self._api():
-            fn()
+        self._runtime.guarded(fn)
 
     def _reply(self, callback: Callable[..., None], *args: Any) -> None:
-        self._outbox.post(callback, *args)
+        self._runtime.reply(callback, *args)
 
     def _then(self, action: Callable[[], None]) -> None:
-        """An internal step, run after the callbacks queued so far."""
-        self._outbox.post(action)
-
-    def _flush(self) -> None:
-        self._outbox.flush()
+        self._runtime.then(action)
 
     def _deferred(self, callback: Callable[..., None], *shutdown_args: Any) -> Callable[..., None]:
-        """A one-shot answer for a request that waits on the store; ``shutdown``
-        answers it with ``shutdown_args`` if it is still waiting then."""
-        op = next(self._op_ids)
-        self._inflight[op] = lambda: self._reply(callback, *shutdown_args)
-
-        def answer(*args: Any) -> None:
-            if self._inflight.pop(op, None) is not None:
-                self._reply(callback, *args)
-
-        return answer
+        return self._runtime.deferred(callback, *shutdown_args)
 
     def _now(self) -> int:
         return self._clock.now_ms()
@@ -263,10 +265,10 @@ class TransactionCoordinator:
                 log.warning("not loading __transaction_state-%d: the coordinator is shut down", partition)
                 return
             # Kafka's onElection: forget marker work left from an earlier load of the partition.
-            for pending_map, timer in ((self._pending_markers, "markers"), (self._completion_retries, "complete")):
+            for pending_map, timer in ((self._pending_markers, MarkerRetry), (self._completion_retries, CompletionRetry)):
                 for tid in [t for t in pending_map if self.partition_for(t) == partition]:
                     del pending_map[tid]
-                    self._timers.cancel((timer, tid))
+                    self._timers.cancel(timer(tid))
             loaded = self._state.load_partition(partition, records)
             now = self._now()
             for md in loaded:
@@ -638,7 +640,7 @@ class TransactionCoordinator:
         if previous is not None:
             log.info("replacing pending markers of transactional id %r", transactional_id)
         self._pending_markers[transactional_id] = pending
-        self._timers.cancel(("markers", transactional_id))
+        self._timers.cancel(MarkerRetry(transactional_id))
         self._send_markers(pending)
 
     def _send_markers(self, pending: _PendingCompletion) -> None:
@@ -697,7 +699,7 @@ class TransactionCoordinator:
             del self._pending_markers[tid]
             return
         if retry:
-            self._timers.set(("markers", tid), self._now() + MARKER_RETRY_BACKOFF_MS)
+            self._timers.set(MarkerRetry(tid), self._now() + MARKER_RETRY_BACKOFF_MS)
             return
         self._maybe_write_completion(pending)
 
@@ -734,7 +736,7 @@ class TransactionCoordinator:
             log.log(level, "appending %s for transactional id %r failed (%s); retrying",
                     pending.transit.txn_state, tid, error.name)
             self._completion_retries[tid] = pending
-            self._timers.set(("complete", tid), self._now() + COMPLETION_RETRY_BACKOFF_MS)
+            self._timers.set(CompletionRetry(tid), self._now() + COMPLETION_RETRY_BACKOFF_MS)
 
         self._state.append_transaction_to_log(tid, pending.transit, on_appended, retry_on_error=lambda error: True)
 
@@ -787,34 +789,28 @@ class TransactionCoordinator:
 
     def tick(self) -> None:
         """Run due timers: timeout aborts, id expiration, marker and completion retries."""
-        if not self._active:
-            return
-        with self._api():
-            now = self._now()
-            while self._active:
-                key = self._timers.pop_due(now)
-                if key is None:
-                    return
-                kind = key[0]
-                if kind == "abort":
-                    self._abort_timed_out_transactions(now)
-                    self._timers.set(_ABORT_KEY, now + self._abort_interval_ms)
-                elif kind == "expire":
-                    self._state.remove_expired_transactional_ids(now)
-                    self._timers.set(_EXPIRE_KEY, now + self._expire_interval_ms)
-                elif kind == "markers":
-                    pending = self._pending_markers.get(key[1])
-                    if pending is not None and self._state.get(key[1]) is pending.metadata:
-                        self._send_markers(pending)
-                elif kind == "complete":
-                    pending = self._completion_retries.pop(key[1], None)
-                    if pending is not None:
-                        self._append_completion(pending)
-                else:
-                    raise RuntimeError(f"unknown timer {key!r}")
+        self._runtime.tick()
 
     def next_deadline_ms(self) -> int | None:
-        return self._timers.next_deadline() if self._active else None
+        return self._runtime.next_deadline_ms()
+
+    def _on_abort_timer(self, _: AbortTimedOutTransactions, now: int) -> None:
+        self._abort_timed_out_transactions(now)
+        self._timers.set(AbortTimedOutTransactions(), now + self._abort_interval_ms)
+
+    def _on_expire_timer(self, _: ExpireTransactionalIds, now: int) -> None:
+        self._state.remove_expired_transactional_ids(now)
+        self._timers.set(ExpireTransactionalIds(), now + self._expire_interval_ms)
+
+    def _on_marker_retry(self, key: MarkerRetry, now: int) -> None:
+        pending = self._pending_markers.get(key.transactional_id)
+        if pending is not None and self._state.get(key.transactional_id) is pending.metadata:
+            self._send_markers(pending)
+
+    def _on_completion_retry(self, key: CompletionRetry, now: int) -> None:
+        pending = self._completion_retries.pop(key.transactional_id, None)
+        if pending is not None:
+            self._append_completion(pending)
 
     def _abort_timed_out_transactions(self, now: int) -> None:
         """Kafka's abortTimedOutTransactions: fence the epoch, then abort."""
@@ -844,14 +840,8 @@ class TransactionCoordinator:
     def shutdown(self) -> None:
         """Answer every waiting request NOT_COORDINATOR and stop; nothing is called afterwards."""
         with self._api():
-            if not self._active:
+            if not self._runtime.shut_down():
                 return
-            self._active = False
-            inflight = list(self._inflight.values())
-            self._inflight.clear()
-            for answer in inflight:
-                answer()
             self._state.shutdown()
-            self._timers.clear()
             self._pending_markers.clear()
             self._completion_retries.clear()
