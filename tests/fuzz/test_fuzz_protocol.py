@@ -18,7 +18,6 @@ import datetime
 import logging
 import os
 import struct
-import time
 import uuid
 from typing import Any
 
@@ -48,9 +47,11 @@ from onceflow import EmbeddedBroker
 from onceflow.protocol.errors import ProtocolError
 from onceflow.protocol.framing import NEED_DATA, FrameReader, parse_request
 from onceflow.records.builder import build_batch
-from tests.conftest import FAST_GROUPS, wait_for
-from tests.integration.test_produce_fetch import consume_all, make_topic, produce as produce_records
-from tests.wire import encode_request
+from tests.support.broker import FAST_GROUPS
+from tests.support.kafka import consume_all, make_topic
+from tests.support.kafka import produce as produce_records
+from tests.support.waiting import wait_for
+from tests.support.wire import encode_request
 
 TOPIC = "fuzzed"
 #: More examples for a deeper run: ONCEFLOW_FUZZ_EXAMPLES=5000 make fuzz
@@ -170,23 +171,35 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
             logging.getLogger("onceflow").removeHandler(errors)
 
 
+#: How long a connection's requests may take before ``feed`` drops the connection.
+FEED_S = 0.5
+
+
 def feed(broker: EmbeddedBroker, payload: bytes) -> None:
-    """Feed bytes to a fresh connection on the broker's loop, let it work briefly, then drop it."""
+    """Feed bytes to a fresh connection on the broker's loop, let it answer what it will (for
+    at most ``FEED_S``), then drop it."""
     from onceflow.broker.server import KafkaProtocol
 
     inner = broker.broker
 
-    def connect() -> tuple[KafkaProtocol, MemoryTransport]:
-        proto = KafkaProtocol(inner.dispatch, inner._unknown_api_versions, inner.state, 1 << 20, 50)
-        transport = MemoryTransport()
-        proto.connection_made(transport)
-        proto.data_received(payload)
-        return proto, transport
+    async def answer(proto: KafkaProtocol) -> None:
+        """On the loop: until no request of the connection is in progress any more.  Each
+        wait ends when one of them finishes, not after a fixed sleep."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FEED_S
+        while proto._slots and (pending := [s.future for s in proto._slots if s.future is not None and not s.future.done()]):
+            if loop.time() >= deadline:
+                return
+            await asyncio.wait(pending, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
 
-    proto, transport = broker.call(connect)
-    deadline = time.monotonic() + 0.5
-    while time.monotonic() < deadline and broker.call(lambda: bool(proto._slots)):
-        time.sleep(0.005)
+    def connect() -> tuple[KafkaProtocol, Any]:
+        proto = KafkaProtocol(inner.dispatch, inner._unknown_api_versions, inner.state, 1 << 20, 50)
+        proto.connection_made(MemoryTransport())
+        proto.data_received(payload)
+        return proto, asyncio.get_running_loop()
+
+    proto, loop = broker.call(connect)
+    asyncio.run_coroutine_threadsafe(answer(proto), loop).result(timeout=30)
     broker.call(proto.connection_lost, None)
 
 

@@ -7,14 +7,15 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
-    ConfigResource,
     ConfigEntry,
+    ConfigResource,
     NewPartitions,
     NewTopic,
     ResourceType,
 )
 
-from tests.conftest import BrokerProcess, wait_for
+from tests.support.broker import BrokerProcess
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 

@@ -1,6 +1,6 @@
 """The operator commands (``onceflow topics|groups|txn``) against the broker process: run as real
 subprocesses, and called directly where that is simpler.  The tools use only client libraries
-(confluent-kafka, kafka-python); tests/wire.py is used here only to make a hanging transaction."""
+(confluent-kafka, kafka-python); tests/support/wire.py is used here only to make a hanging transaction."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from onceflow.records.builder import build_batch
 from onceflow.tools import groups, topics, txn
-from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_bad_input import partition_error, produce_request
-from tests.integration.test_idempotence import init_producer_id
-from tests.integration.test_produce_fetch import make_topic, produce
-from tests.integration.test_transactions import read_all, txn_producer
-from tests.wire import WireClient
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic, produce, read_all, txn_producer
+from tests.support.waiting import wait_for
+from tests.support.wire import WireClient, init_producer_id, partition_error, produce_request
 
 TIMEOUT = 30
 

@@ -7,27 +7,22 @@ keeps every survivor at its original offset."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from onceflow.log.compaction import read_checkpoint
 from onceflow.records.batch import scan
 from onceflow.records.records import iter_records
-from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import make_topic, produce
-from tests.integration.test_transactions import txn_producer
+from tests.support.broker import cleaned_through, partition_dir
+from tests.support.kafka import make_topic, produce, produce_keyed, txn_producer
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 FAST_CLEANER = {"log.cleaner.backoff.ms": "200"}
-
-
-def partition_dir(broker: BrokerProcess, topic: str, partition: int = 0) -> Path:
-    return broker.data_dir / f"{topic}-{partition}"
 
 
 def disk_bytes(directory: Path) -> int:
@@ -49,12 +44,6 @@ def active_base(directory: Path) -> int:
     return max(int(p.stem) for p in directory.glob("*.log"))
 
 
-def cleaned_through(directory: Path, offset: int) -> bool:
-    """The cleaner's checkpoint has passed ``offset``."""
-    checkpoint = read_checkpoint(directory)
-    return checkpoint is not None and checkpoint > offset
-
-
 def fully_cleaned(directory: Path) -> bool:
     """Everything below the active segment is clean."""
     return read_checkpoint(directory) == active_base(directory)
@@ -66,39 +55,21 @@ def read_partition(bootstrap: str, topic: str, isolation: str = "read_uncommitte
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while True:
-            assert time.monotonic() < deadline, "no end-of-partition"
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                return got
+
+    def at_the_end() -> bool:
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is not None:
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            return True
+        if msg is not None:
             got.append((msg.offset(), msg.key(), msg.value()))
+        return False
+
+    try:
+        wait_for(at_the_end, timeout=TIMEOUT, interval=0, what=f"end-of-partition in {topic}")
     finally:
         consumer.close()
-
-
-def produce_keyed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]], **extra: object) -> dict[bytes, int]:
-    """Produce (key, value) pairs in order; returns each key's last acknowledged offset."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
-                         "batch.num.messages": 20, **extra})
-    last: dict[bytes, int] = {}
-    errors: list[Any] = []
-
-    def report(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            last[msg.key()] = max(last.get(msg.key(), -1), msg.offset())
-
-    for key, value in items:
-        producer.produce(topic, value, key=key, partition=0, on_delivery=report)
-        producer.poll(0)
-    assert producer.flush(TIMEOUT) == 0 and not errors, errors
-    return last
+    return got
 
 
 def test_compacted_topic_keeps_the_latest_value_per_key(make_broker_process: Any) -> None:

@@ -21,7 +21,8 @@ import struct
 import time
 from pathlib import Path
 
-from tests.conftest import BrokerProcess, wait_for
+from tests.support.broker import BrokerProcess
+from tests.support.waiting import wait_for
 
 #: Idle connections to open: enough that 256 KiB each (250 MiB) stands far above noise.
 CONNECTIONS = 1000

@@ -16,9 +16,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.conftest import SEGMENT_SHAPES, SMALL_SEGMENTS, BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import make_topic, produce
-from tests.integration.test_transactions import Worker, read_all
+from tests.support.broker import SEGMENT_SHAPES, SMALL_SEGMENTS, BrokerProcess
+from tests.support.ctp import Worker
+from tests.support.kafka import make_topic, produce, read_all
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 PARTITIONS = [0, 1, 2]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import random
 import threading
-import time
 from pathlib import Path
 
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import consume_all, make_topic
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import consume_all, make_topic
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 
@@ -36,22 +36,25 @@ def produce_until_killed(broker: BrokerProcess, topic: str, partitions: int, kil
             with lock:
                 acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
 
-    i = 0
-    killed = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        producer.produce(topic, f"record-{i:08d}".encode() * 8, partition=i % partitions, on_delivery=report)
-        i += 1
+    sent = 0
+    sent_at_kill: int | None = None
+
+    def killed_and_2000_more_sent() -> bool:
+        nonlocal sent, sent_at_kill
+        producer.produce(topic, f"record-{sent:08d}".encode() * 8, partition=sent % partitions, on_delivery=report)
+        sent += 1
         producer.poll(0)
-        if not killed and len(acked) >= kill_after_acks:
+        if sent_at_kill is None and len(acked) >= kill_after_acks:
             broker.kill()
-            killed = True
-            sent_after_kill = i
-        if killed and i > sent_after_kill + 2000:
-            break
-        if i % 500 == 0:
+            sent_at_kill = sent
+        if sent_at_kill is not None and sent > sent_at_kill + 2000:
+            return True
+        if sent % 500 == 0:
             producer.poll(0.001)
-    assert killed, "the broker was never killed"
+        return False
+
+    wait_for(killed_and_2000_more_sent, timeout=60, interval=0,
+             what=f"{kill_after_acks} acks, the broker's kill, and 2000 records more sent")
     producer.flush(10)  # whatever was in flight fails: the broker is gone
     producer.purge()
     return acked

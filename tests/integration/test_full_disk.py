@@ -12,11 +12,9 @@ fails with the mount's error rather than passing silently.
 
 from __future__ import annotations
 
-import datetime
 import errno
 import os
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,10 +25,9 @@ from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.static.primitive import i8
 
 from onceflow.records.builder import build_batch
-from tests.conftest import FAST_GROUPS, BrokerProcess, wait_for
-from tests.integration.test_bad_input import api_versions_ok, partition_error, produce_request
-from tests.integration.test_produce_fetch import consume_all, make_topic, produce
-from tests.wire import WireClient
+from tests.support.broker import FAST_GROUPS, BrokerProcess
+from tests.support.kafka import consume_all, make_topic, produce
+from tests.support.wire import WireClient, api_versions_ok, partition_error, produce_request
 
 DISK_BYTES = 16 << 20
 

@@ -9,8 +9,9 @@ import time
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import make_topic, produce
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic, produce
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 
@@ -27,15 +28,18 @@ def group_consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
     })
 
 
-def poll_n(consumer: Consumer, n: int, timeout: float = TIMEOUT) -> list[tuple[int, int, bytes]]:
+def poll_n(consumer: Consumer, n: int) -> list[tuple[int, int, bytes]]:
+    """The next ``n`` records, as (partition, offset, value)."""
     got: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
+
+    def have_n() -> bool:
         msg = consumer.poll(0.2)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        got.append((msg.partition(), msg.offset(), msg.value()))
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            got.append((msg.partition(), msg.offset(), msg.value()))
+        return len(got) >= n
+
+    wait_for(have_n, timeout=TIMEOUT, interval=0, what=lambda: f"{n} records ({len(got)} arrived)")
     return got
 
 
@@ -63,7 +67,10 @@ def test_subscribe_commit_restart_resume(broker_process: BrokerProcess) -> None:
     for p, offset, _ in rest:
         assert offset >= committed[p], "resumed at the committed offset, not before"
     assert {v for _, _, v in got} | {v for _, _, v in rest} == {f"o{i}".encode() for i in range(300)}
-    assert poll_n(second, 1, timeout=1.0) == []
+    # Nothing more is to come (instead of waiting a second for records that must not arrive): it
+    # read each partition once from the committed offset to its end.
+    ends = [second.get_watermark_offsets(TopicPartition("orders", p), timeout=TIMEOUT)[1] for p in range(3)]
+    assert sorted((p, offset) for p, offset, _ in rest) == [(p, o) for p in range(3) for o in range(committed[p], ends[p])]
     second.close()
 
 
@@ -130,13 +137,14 @@ def test_a_consumer_that_dies_without_leaving_is_expired_after_its_session_timeo
     wait_for(lambda: a.poll(0.1) is None and owned == [0, 1], what="a to own both partitions")
     child = subprocess.Popen([sys.executable, "-c", CHILD_CONSUMER, bs, "beats", "beats"], stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout is not None
-        line = ""
-        deadline = time.monotonic() + TIMEOUT
-        while "assigned 1" not in line and time.monotonic() < deadline:
+        stdout = child.stdout
+        assert stdout is not None
+
+        def child_got_one() -> bool:
             a.poll(0.05)
-            line = child.stdout.readline() if _readable(child.stdout) else ""
-        assert "assigned 1" in line, "the child consumer joined and got one partition"
+            return _readable(stdout) and "assigned 1" in stdout.readline()
+
+        wait_for(child_got_one, timeout=TIMEOUT, interval=0, what="the child consumer to join and get one partition")
         wait_for(lambda: a.poll(0.1) is None and len(owned) == 1, what="a to give up one partition")
         child.kill()  # no LeaveGroup: only the session timeout can notice
         killed = time.monotonic()

@@ -10,28 +10,9 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.static.primitive import i32Timedelta
 
 from onceflow.records.builder import build_batch
-from tests.conftest import BrokerProcess
-from tests.integration.test_bad_input import end_offset, partition_error, produce_request
-from tests.integration.test_produce_fetch import make_topic
-from tests.integration.test_transactions import read_all
-from tests.wire import WireClient
-
-
-def init_producer_id(client: WireClient) -> tuple[int, int]:
-    response = client.request(InitProducerIdRequest(transactional_id=None,
-                                                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
-                                                    producer_id=-1, producer_epoch=-1))
-    assert response.error_code == ErrorCode.none
-    return response.producer_id, response.producer_epoch
-
-
-def batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
-    return build_batch([(None, v) for v in values], 1_700_000_000_000, producer_id=producer_id, producer_epoch=epoch,
-                       base_sequence=sequence)
-
-
-def base_offset(response: object) -> int:
-    return response.responses[0].partition_responses[0].base_offset  # type: ignore[attr-defined]
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic, read_all
+from tests.support.wire import WireClient, base_offset, batch, end_offset, init_producer_id, partition_error, produce_request
 
 
 def test_a_replayed_batch_is_acknowledged_once_and_stored_once(broker_process: BrokerProcess) -> None:

@@ -6,10 +6,12 @@ import asyncio
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
-from kafka.admin import KafkaAdminClient, NewTopic as KPNewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KPNewTopic
 from kafka.structs import TopicPartition as KPTopicPartition
 
-from tests.conftest import BrokerProcess
+from tests.support.broker import BrokerProcess
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 
@@ -31,10 +33,13 @@ def test_kafka_python_round_trip_with_a_group(broker_process: BrokerProcess) -> 
     consumer = KafkaConsumer("kp", bootstrap_servers=bs, group_id="kp-group", auto_offset_reset="earliest",
                              enable_auto_commit=False, consumer_timeout_ms=TIMEOUT * 1000)
     got = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(got) < 200 and time.monotonic() < deadline:
+
+    def have_200() -> bool:
         for records in consumer.poll(timeout_ms=500).values():
-            got += [r.value for r in records]
+            got.extend(r.value for r in records)
+        return len(got) >= 200
+
+    wait_for(have_200, timeout=TIMEOUT, interval=0, what=lambda: f"200 records ({len(got)} arrived)")
     assert sorted(got) == sorted(f"kp-{i}".encode() for i in range(200))
     consumer.commit()
     committed = sum(consumer.committed(KPTopicPartition("kp", p)) or 0 for p in (0, 1))
@@ -100,15 +105,21 @@ def _kp_read(bs: str, topic: str, isolation: str, expected: int, group: str) -> 
     consumer.assign([KPTopicPartition(topic, 0)])
     consumer.seek_to_beginning()
     got: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT
     quiet_since = time.monotonic()
-    # Read until the expected records are in and nothing more came for a second (or the deadline).
-    while time.monotonic() < deadline and (len(got) < expected or time.monotonic() - quiet_since < 1.0):
-        batch = consumer.poll(timeout_ms=200)
-        for records in batch.values():
-            got += [r.value for r in records]
+
+    def expected_then_quiet() -> bool:
+        nonlocal quiet_since
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend(r.value for r in records)
             quiet_since = time.monotonic()
-    consumer.close()
+        return len(got) >= expected and time.monotonic() - quiet_since >= 1.0
+
+    # Read until the expected records are in and nothing more came for a second.
+    try:
+        wait_for(expected_then_quiet, timeout=TIMEOUT, interval=0,
+                 what=lambda: f"{expected} records of {topic} and then a quiet second ({len(got)} arrived)")
+    finally:
+        consumer.close()
     return got
 
 

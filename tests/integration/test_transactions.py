@@ -5,43 +5,19 @@ transactions."""
 from __future__ import annotations
 
 import random
-import select
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from tests.conftest import SEGMENT_SHAPES, BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import consume_all, make_topic, produce
+from tests.support.broker import SEGMENT_SHAPES, BrokerProcess
+from tests.support.ctp import Worker
+from tests.support.kafka import make_topic, produce, read_all, txn_producer
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 
 # Every scenario runs with default and with 1 KiB segments (transactions across rolls).
 pytestmark = pytest.mark.parametrize("broker_process", SEGMENT_SHAPES, indirect=True)
-
-
-def txn_producer(bootstrap: str, transactional_id: str | None = None, **extra: object) -> Producer:
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "transactional.id": transactional_id or f"txn-{uuid.uuid4()}",
-        "transaction.timeout.ms": 60000,
-        "linger.ms": 1,
-        **extra,
-    })
-    producer.init_transactions(TIMEOUT)
-    return producer
-
-
-def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str) -> list[bytes]:
-    """Every value readable now (up to the high watermark, or the LSO for read_committed),
-    in partition/offset order."""
-    got = consume_all(bootstrap, topic, partitions, 0, **{"isolation.level": isolation, "group.id": f"reader-{uuid.uuid4()}"})
-    return [v for _, _, v in sorted(got)]
 
 
 def test_committed_reach_read_committed_aborted_do_not(broker_process: BrokerProcess) -> None:
@@ -129,10 +105,14 @@ def test_offsets_sent_to_a_transaction_follow_its_outcome(broker_process: Broker
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("src", 0, OFFSET_BEGINNING)])
     msgs = []
-    while len(msgs) < 10:
+
+    def read_ten() -> bool:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             msgs.append(msg)
+        return len(msgs) >= 10
+
+    wait_for(read_ten, interval=0, what="the ten input records")
     producer = txn_producer(bs)
 
     def committed_offset() -> int:
@@ -161,33 +141,6 @@ def test_idempotent_producer_round_trip(broker_process: BrokerProcess) -> None:
     acked = produce(bs, "idem", [f"i{i}".encode() for i in range(2000)], **{"enable.idempotence": True})
     assert len(acked) == 2000
     assert sorted(read_all(bs, "idem", [0, 1], "read_uncommitted")) == sorted(f"i{i}".encode() for i in range(2000))
-
-
-WORKER = str(Path(__file__).with_name("ctp_worker.py"))
-
-
-class Worker:
-    """The consume-transform-produce worker as a child process we can SIGKILL."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, WORKER, bootstrap, "ctp-in", "ctp-out", "ctp-group", "ctp-worker"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def lines(self) -> Iterator[str]:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    return
-                yield line.strip()
-        raise AssertionError("the worker went quiet")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(TIMEOUT)
 
 
 def test_consume_transform_produce_is_exactly_once_across_sigkills(broker_process: BrokerProcess) -> None:
@@ -229,7 +182,7 @@ def test_offset_fetch_require_stable_sees_pending_transactional_offsets(broker_p
     from kio.schema.errors import ErrorCode
     from kio.schema.offset_fetch.v7 import request as fetch7
 
-    from tests.wire import WireClient
+    from tests.support.wire import WireClient
 
     bs = broker_process.bootstrap_servers
     make_topic(bs, "stable-src", 1)

@@ -18,23 +18,20 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
-from kio.schema.txn_offset_commit.v3.request import (
-    TxnOffsetCommitRequest as TxnOffsetCommitV3,
-    TxnOffsetCommitRequestPartition as PartitionV3,
-    TxnOffsetCommitRequestTopic as TopicV3,
-)
-from kio.schema.txn_offset_commit.v4.request import (
-    TxnOffsetCommitRequest as TxnOffsetCommitV4,
-    TxnOffsetCommitRequestPartition as PartitionV4,
-    TxnOffsetCommitRequestTopic as TopicV4,
-)
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as TxnOffsetCommitV3
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartition as PartitionV3
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestTopic as TopicV3
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as TxnOffsetCommitV4
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequestPartition as PartitionV4
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequestTopic as TopicV4
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from onceflow.coordinator import OFFSETS_TOPIC
 from onceflow.coordinator.partitioning import partition_for
-from tests.conftest import BrokerProcess, wait_for
-from tests.integration.test_produce_fetch import make_topic
-from tests.wire import WireClient
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic
+from tests.support.waiting import wait_for
+from tests.support.wire import WireClient
 
 GROUP = "verified-group"
 TXN_ID = "offsets-txn"

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from tests.conftest import wait_for
-from tests.integration.test_produce_fetch import make_topic, produce
-from tests.integration.test_transactions import read_all
+from tests.support.kafka import make_topic, produce, read_all
+from tests.support.waiting import wait_for
 
 TIMEOUT = 30
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.broker.group_commit import GroupCommit
 from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig, TopicConfig
-from onceflow.broker.group_commit import GroupCommit
-from onceflow.log.writer import IoThread
 from onceflow.log.partition_log import PartitionLog, ReadResult
+from onceflow.log.writer import IoThread
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import Invalid, scan
 from onceflow.records.builder import build_batch

@@ -9,16 +9,16 @@ import struct
 import tracemalloc
 
 import pytest
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 from kio.schema.metadata.v1.request import MetadataRequestTopic as MetadataV1Topic
 from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
 from kio.schema.metadata.v12.response import MetadataResponse
-from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 
 from onceflow.protocol.errors import ErrorCode, FrameTooLarge, InvalidRequest, UnsupportedApi
 from onceflow.protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
-from tests.wire import encode_request
+from tests.support.wire import encode_request
 
 META12 = encode_request(MetadataV12(topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False), 7)
 META1 = encode_request(MetadataV1(topics=None), 8)

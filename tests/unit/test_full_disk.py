@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from onceflow.broker.partitions import CLEAN_SHUTDOWN_MARKER, TOPICS_FILE, PartitionRegistry
-from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig, TopicConfig
 from onceflow.log import producer_state, segment
 from onceflow.log.aborted_index import TransactionIndex

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from onceflow.coordinator import serde
 from onceflow.coordinator.group import records as group_records
-from onceflow.coordinator.serde import RecordDecodeError, Reader, Writer
+from onceflow.coordinator.serde import Reader, RecordDecodeError, Writer
 from onceflow.coordinator.transaction import log_records
 
 flexibility = st.booleans()

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-
 FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-")
 
 

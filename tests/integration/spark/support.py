@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from tests.integration.test_produce_fetch import consume_all, make_topic
+from tests.support.kafka import make_topic, read_all
 
 TIMEOUT = 30
 QUERY_TIMEOUT_S = 180
@@ -42,9 +42,7 @@ def transactional_writes(bootstrap: str, topic: str, transactions: list[tuple[li
 
 def read_topic(bootstrap: str, topic: str, partitions: list[int]) -> list[bytes]:
     """Every committed value of the topic, read by a plain read_committed consumer."""
-    got = consume_all(bootstrap, topic, partitions, 0, **{"isolation.level": "read_committed",
-                                                            "group.id": f"check-{uuid.uuid4()}"})
-    return [v for _, _, v in sorted(got)]
+    return read_all(bootstrap, topic, partitions, "read_committed")
 
 
 def new_topic(bootstrap: str, partitions: int = 1, **config: str) -> str:

@@ -11,7 +11,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.conftest import BrokerProcess, wait_for
 from tests.integration.spark.support import (
     TIMEOUT,
     checkpoint,
@@ -28,7 +26,9 @@ from tests.integration.spark.support import (
     run_available_now,
     transactional_writes,
 )
-from tests.integration.test_produce_fetch import consume_all
+from tests.support.broker import BrokerProcess
+from tests.support.kafka import consume_all
+from tests.support.waiting import wait_for
 
 DRIVER = str(Path(__file__).with_name("driver.py"))
 
@@ -118,18 +118,20 @@ class Driver:
         return "\n".join(self.log_path.read_text().splitlines()[-20:])
 
     def wait_line(self, prefix: str, timeout: float = 120) -> str:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    raise AssertionError(f"the driver exited (status {self.proc.wait()}) before printing {prefix!r}:\n"
-                                         f"{self.tail()}")
-                if line.startswith(prefix):
-                    return line.strip()
-        raise AssertionError(f"the driver printed no {prefix!r} line within {timeout} s:\n{self.tail()}")
+        stdout = self.proc.stdout
+        assert stdout is not None
+
+        def line_with_prefix() -> str | None:
+            if not select.select([stdout], [], [], 0.2)[0]:
+                return None
+            line = stdout.readline()
+            if not line:
+                raise AssertionError(f"the driver exited (status {self.proc.wait()}) before printing {prefix!r}:\n"
+                                     f"{self.tail()}")
+            return line.strip() if line.startswith(prefix) else None
+
+        return str(wait_for(line_with_prefix, timeout=timeout, interval=0,
+                            what=lambda: f"a {prefix!r} line from the driver:\n{self.tail()}"))
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

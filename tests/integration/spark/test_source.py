@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from tests.conftest import BrokerProcess, wait_for
 from tests.integration.spark.support import (
     TIMEOUT,
     bootstrap_options,
@@ -22,8 +21,9 @@ from tests.integration.spark.support import (
     run_available_now,
     transactional_writes,
 )
-from tests.integration.test_produce_fetch import make_topic, produce
-from tests.integration.test_transactions import txn_producer
+from tests.support.broker import BrokerProcess, cleaned_through, partition_dir
+from tests.support.kafka import make_topic, produce, produce_keyed, txn_producer
+from tests.support.waiting import wait_for
 
 
 def stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
@@ -123,8 +123,6 @@ def test_new_partitions_are_picked_up_from_their_start(spark: Any, broker_proces
 
 def test_compaction_gaps_are_read_to_the_end_of_the_range(spark: Any, make_broker_process: Any) -> None:
     """Offsets the cleaner removed are gaps: each range is read to its end, no hang, no data-loss error."""
-    from tests.integration.test_compaction import cleaned_through, partition_dir, produce_keyed
-
     broker = make_broker_process(**{"log.cleaner.backoff.ms": "200"})
     bs = broker.bootstrap_servers
     topic = new_topic(bs, 1, **{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})

@@ -1,4 +1,5 @@
-"""A bare Kafka protocol client for tests: kio entities over a blocking socket.
+"""A bare Kafka protocol client for tests: kio entities over a blocking socket, and the
+requests tests build by hand.
 
 Not a Kafka client library: it sends exactly the request it is given (or raw
 bytes) so tests can replay, truncate and garble requests at the protocol level.
@@ -6,20 +7,30 @@ bytes) so tests can replay, truncate and garble requests at the protocol level.
 
 from __future__ import annotations
 
+import datetime
 import io
 import socket
 import struct
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
+
+from onceflow.records.builder import build_batch
 
 TIMEOUT_S = 30
+#: The timeout a Produce request carries.
+TIMEOUT = datetime.timedelta(seconds=TIMEOUT_S)
 
 
 def encode_request(body: Any, correlation_id: int, client_id: str = "wire-test") -> bytes:
@@ -98,3 +109,52 @@ class WireClient:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
+
+
+# -- requests tests share -----------------------------------------------------
+
+
+def produce_request(topic: str, records: bytes, acks: int = -1, partition: int = 0,
+                    transactional_id: str | None = None) -> ProduceRequest:
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=i16(acks),
+        timeout=i32Timedelta.parse(TIMEOUT),
+        topic_data=(TopicProduceData(name=topic, partition_data=(
+            PartitionProduceData(index=i32(partition), records=Records(records)),)),),
+    )
+
+
+def partition_error(response: ProduceRequest) -> ErrorCode:
+    return response.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
+
+
+def base_offset(response: object) -> int:
+    return response.responses[0].partition_responses[0].base_offset  # type: ignore[attr-defined]
+
+
+def end_offset(client: WireClient, topic: str) -> int:
+    req = ListOffsetsRequest(replica_id=i32(-1), isolation_level=0, topics=(
+        ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(-1)),)),))
+    return client.request(req).topics[0].partitions[0].offset
+
+
+def api_versions_ok(bootstrap: str) -> bool:
+    with WireClient(bootstrap) as c:
+        resp = c.request(ApiVersionsRequest(client_software_name="probe", client_software_version="1.0"))
+        return resp.error_code == ErrorCode.none and len(resp.api_keys) > 10
+
+
+def init_producer_id(client: WireClient) -> tuple[int, int]:
+    """An idempotent (non-transactional) producer id and epoch."""
+    response = client.request(InitProducerIdRequest(transactional_id=None,
+                                                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                                                    producer_id=-1, producer_epoch=-1))
+    assert response.error_code == ErrorCode.none
+    return response.producer_id, response.producer_epoch
+
+
+def batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
+    """An idempotent batch of ``values`` (no keys) from ``sequence`` on."""
+    return build_batch([(None, v) for v in values], 1_700_000_000_000, producer_id=producer_id, producer_epoch=epoch,
+                       base_sequence=sequence)

@@ -1,0 +1,13 @@
+"""What the tests share; no test module imports from another test module.
+
+* ``broker``: the broker as a child process (``BrokerProcess``), the settings tests start it
+  with (``FAST_GROUPS``, ``SMALL_SEGMENTS``, ``SEGMENT_SHAPES``), and its data directory
+  read directly (``partition_dir``, ``cleaned_through``);
+* ``waiting``: ``wait_for``, the one way a test waits for a condition;
+* ``kafka``: confluent-kafka (librdkafka) helpers: topics, producing, reading back,
+  transactional producers;
+* ``wire``: a bare Kafka protocol client (``WireClient``) and the requests tests build by hand;
+* ``ctp``: the consume-transform-produce worker (``ctp_worker.py``) as a child process.
+
+``tests/conftest.py`` holds the fixtures and has pytest rewrite the asserts in these modules.
+"""
