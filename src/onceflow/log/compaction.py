@@ -478,7 +478,10 @@ def _build_offset_map(plan: CleaningPlan, abort: threading.Event | None) -> tupl
     budget = plan.map_memory_bytes
     used = 0
     dirty = [v for v in plan.segments if v.next_offset > start]
-    tracker = _TxnTracker(plan.aborted)
+    # Only the transactions that reach into the dirty section, as Kafka's buildOffsetMap collects
+    # them from the dirty start: the map reads no earlier segment, so an older aborted
+    # transaction's marker is never met, and its producer's later batches would all look aborted.
+    tracker = _TxnTracker(t for t in plan.aborted if t.last_offset >= start)
     for i, view in enumerate(dirty):
         segment_end = dirty[i + 1].base_offset if i + 1 < len(dirty) else plan.first_uncleanable
         for header, batch in _read_batches(view, abort):
