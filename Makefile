@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test check unit integration fuzz bench check-java clean
+.PHONY: all install demo test check unit integration fuzz reference-suite bounce bench check-java reference clean
 
 all: test
 
@@ -23,10 +23,16 @@ install: $(STAMP)
 check-java:
 	@scripts/check-java.sh
 
+# Apache Kafka (broker, tools, Java client) and Spark's JVM Kafka connector from Maven Central
+# into ~/.m2, our Java programs compiled, the classpaths written to reference/target/.
+reference: $(STAMP) check-java
+	@scripts/check-maven.sh
+	$(BIN)/python -c 'from onceflow.reference import kafka_classpath, spark_kafka_classpath; kafka_classpath(); spark_kafka_classpath()'
+
 demo: $(STAMP) check-java
 	$(BIN)/onceflow demo
 
-test: $(STAMP) check-java
+test: $(STAMP) check-java reference
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Lint and type-check the sources (configured in pyproject.toml).
@@ -43,9 +49,19 @@ integration: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest -q tests/fuzz $(PYTEST_ARGS)
 
+# The same scenarios against Onceflow and Apache Kafka, Kafka's own tools, the Java client.
+reference-suite: $(STAMP) check-java reference
+	$(BIN)/python -m pytest -q tests/reference $(PYTEST_ARGS)
+
+# Kafka's exactly-once system test (TransactionalMessageCopier through SIGKILLed brokers), long:
+# 20000 records, 4 copiers, 12 bounces of Onceflow; then the same records through Apache Kafka.
+bounce: $(STAMP) check-java reference
+	ONCEFLOW_BOUNCE_LONG=1 $(BIN)/python -m pytest -q tests/reference/test_transactions_bounce.py $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(BIN)/onceflow bench produce
 	$(BIN)/onceflow bench consume
 
 clean:
+	rm -rf reference/target
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info src/*.egg-info

@@ -1,0 +1,60 @@
+"""Fixtures of the reference suite (issue 10): one Onceflow broker process and one Apache Kafka
+KRaft node for the whole session, and ``target``, which runs a test once against each.
+
+Tests share the two brokers, so each uses topic, group and transactional ids of its own
+(``unique``).  Apache Kafka comes from the Maven cache (``make reference`` fills it; the first
+use here does too).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from onceflow.reference import KafkaCluster
+from tests.support.broker import BrokerProcess
+from tests.support.reference import SHARED_SETTINGS, Target
+
+
+@pytest.fixture(scope="session")
+def onceflow_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("onceflow-reference") / "data", dict(SHARED_SETTINGS))
+    proc.start()
+    try:
+        yield Target("onceflow", proc.bootstrap_servers)
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One Apache Kafka node (broker and controller), the pinned release."""
+    with KafkaCluster(overrides=SHARED_SETTINGS, data_dir=tmp_path_factory.mktemp("kafka-reference")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_target(kafka_cluster: KafkaCluster) -> Target:
+    return Target("kafka", kafka_cluster.bootstrap_servers)
+
+
+@pytest.fixture(params=["onceflow", "kafka"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """The broker under test: the test runs once against Onceflow and once against Apache Kafka."""
+    return request.getfixturevalue(f"{request.param}_target")  # type: ignore[no-any-return]
+
+
+_ids = itertools.count()
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique("orders")`` is a name no other test uses on the shared brokers."""
+    test = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:60]
+
+    def make(base: str) -> str:
+        return f"{base}-{test}-{next(_ids)}"
+
+    return make

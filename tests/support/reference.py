@@ -1,0 +1,32 @@
+"""The two brokers the reference suite runs each scenario against: Onceflow and Apache Kafka.
+
+A ``Target`` is what a scenario may know about the broker under test: its name, its bootstrap
+servers, and whether it is the reference.  Scenarios are written once and assert the same
+observable outcomes on both; a difference is fixed in Onceflow or listed, with its reason, under
+"Known differences" in the README.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Settings both brokers run the reference suite with: Kafka's defaults, except that the first
+#: rebalance of a new group does not wait 3 s and timed-out transactions are looked for every
+#: second instead of every 10 s (both only make the suite quicker).
+SHARED_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # "onceflow" or "kafka"
+    bootstrap_servers: str
+
+    @property
+    def is_kafka(self) -> bool:
+        return self.name == "kafka"
+
+    def __str__(self) -> str:
+        return self.name
