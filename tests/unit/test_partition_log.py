@@ -157,6 +157,20 @@ def test_segments_roll_by_age(tmp_path: Path, clock: FakeClock) -> None:
     log.close()
 
 
+def test_segment_age_is_counted_in_record_time_as_kafka_does(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's LogSegment.timeWaitedForRoll: the incoming batch's max timestamp minus the first
+    batch's, not the wall clock.  Back-dated records (a replay, a migration) do not roll a segment
+    per batch; records a segment.ms apart in record time roll one even when appended at once."""
+    log = open_log(tmp_path / "t-0", clock, **{"segment.ms": 1000})
+    old = clock.now_ms() - 86_400_000  # a day in the past
+    for _ in range(3):
+        log.append_produced(batch(1, old), clock.now_ms())
+    assert len(log.segments) == 1, "the same (old) record time: no roll"
+    log.append_produced(batch(1, old + 1001), clock.now_ms())
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    log.close()
+
+
 def test_retention_by_time_and_size(tmp_path: Path, clock: FakeClock) -> None:
     one = len(batch(1, 0, size=100))
     log = open_log(tmp_path / "t-0", clock, **{"segment.bytes": one, "retention.ms": 10_000})

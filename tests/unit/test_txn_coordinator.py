@@ -118,7 +118,7 @@ class FakeMarkers:
 
     def complete(self, outcomes: dict | None = None) -> MarkerCall:
         call = self.calls.pop(0)
-        results = {tp: E.none for tp in call.partitions}
+        results = dict.fromkeys(call.partitions, E.none)
         results.update(outcomes or {})
         call.done(results)
         return call
@@ -189,7 +189,7 @@ class Harness:
     def begin(self, tid: str, pid: int, epoch: int, *tps) -> None:
         box = self.add(tid, pid, epoch, *tps)
         self.store.complete_all()
-        assert box.one == {tp: E.none for tp in tps}
+        assert box.one == dict.fromkeys(tps, E.none)
 
     def add_offsets(self, tid: str, pid: int, epoch: int, partition: int = 7) -> Box:
         box = Box(self.events)
@@ -848,6 +848,25 @@ def test_timed_out_transaction_is_aborted_with_epoch_bump() -> None:
     assert h.coord.partition_in_transaction("t", pid, epoch, "a", 0) is E.producer_fenced
     # A new instance takes over with a higher epoch.
     assert h.init_ok() == (pid, epoch + 2)
+
+
+def test_a_timed_out_producer_is_fenced_as_by_kafka_without_transactions_v2() -> None:
+    """After the coordinator aborts a timed-out transaction (epoch fence), the producer's KIP-360
+    InitProducerId(pid, old epoch) is PRODUCER_FENCED; a new instance gets the next epoch.  This is
+    what Apache Kafka 4.3.1 formatted with transaction.version=1 answers (measured); with
+    transactions v2 (KIP-890 part 2, which Onceflow does not implement) Kafka's timeout abort
+    bumps the epoch again and remembers the old one, so the producer may recover."""
+    h = Harness()
+    pid, epoch = h.started("t", ("a", 0), timeout=1000)
+    h.advance(2000)
+    h.store.complete_all()
+    h.markers.complete()
+    h.store.complete_all()
+    md = h.md()
+    assert (md.state, md.producer_epoch) == (S.COMPLETE_ABORT, epoch + 1)
+    assert h.end("t", pid, epoch, commit=True).one is E.producer_fenced
+    assert h.init("t", pid=pid, epoch=epoch).one == (E.producer_fenced, -1, -1)
+    assert h.init_ok() == (pid, epoch + 2)  # a new instance
 
 
 def test_timeout_abort_is_periodic_and_skips_pending_transactions() -> None:

@@ -422,21 +422,21 @@ class PartitionLog:
         base = self.log_end_offset
         prefix = stamped_prefix(base, header)
         try:
-            segment = self._maybe_roll(header.size, header.last_offset_delta, now_ms)
+            segment = self._maybe_roll(header.size, header.last_offset_delta, header.max_timestamp, now_ms)
             segment.append(prefix, memoryview(batch)[len(prefix) :], header, base, self.config.index_interval_bytes)
         except OSError as exc:
             log.error("%s: cannot append at offset %d: %s; refusing the write", self.name, base, exc)
             return Invalid(ErrorCode.kafka_storage_error, f"cannot append: {exc}")
         return base
 
-    def _maybe_roll(self, size: int, last_offset_delta: int, now_ms: int) -> Segment:
+    def _maybe_roll(self, size: int, last_offset_delta: int, max_timestamp: int, now_ms: int) -> Segment:
         active = self.segments[-1]
         if active.size == 0:
             return active
         reason = None
         if active.size + size > self.config.segment_bytes:
             reason = "segment.bytes"
-        elif active.rolling_timestamp is not None and now_ms - active.rolling_timestamp > self.config.segment_ms:
+        elif self._waited_for_roll(active, max_timestamp, now_ms) > self.config.segment_ms:
             reason = "segment.ms"
         elif (len(active.index) + 1) * _INDEX_ENTRY > self.config.segment_index_bytes:
             reason = "segment.index.bytes"
@@ -445,6 +445,17 @@ class PartitionLog:
         if reason is None:
             return active
         return self.roll(now_ms, reason)
+
+    @staticmethod
+    def _waited_for_roll(active: Segment, max_timestamp: int, now_ms: int) -> int:
+        """How long ``active`` has been waiting to roll by ``segment.ms``, as Kafka's
+        LogSegment.timeWaitedForRoll counts it: in record time, from the first batch's max
+        timestamp to the incoming batch's (so replayed or back-dated records do not roll a
+        segment per batch), or in wall-clock time since it was created when its first batch has
+        no timestamp."""
+        if active.rolling_timestamp is not None and active.rolling_timestamp >= 0:
+            return max_timestamp - active.rolling_timestamp
+        return now_ms - active.created_ms
 
     def roll(self, now_ms: int, reason: str = "requested") -> Segment:
         """Close the active segment for writing (fsyncing it with its indexes) and open a new one."""
