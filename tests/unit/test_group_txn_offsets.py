@@ -202,15 +202,23 @@ def test_commit_to_a_group_that_does_not_exist() -> None:
     assert h.fetch(T0, group="new") == NONE
     h.end_txn(P1, group="new")
     assert h.fetch(T0, group="new") == FetchedOffset(3)
-    # A KIP-447 commit for an unknown group: the group is created, then the
-    # member is unknown (OffsetCommit would say ILLEGAL_GENERATION).
-    fenced = h.txn_commit({T0: O(1)}, group="other", generation=3, member_id="m")
-    assert fenced.one == {T0: E.unknown_member_id}
-    assert h.coord.group_state("other") is GroupState.EMPTY
+    # A KIP-447 commit (a generation) for an unknown group: ILLEGAL_GENERATION, as
+    # OffsetCommit, and no group is created (Kafka 4's OffsetMetadataManager).
+    for generation, member_id in ((3, "m"), (0, "")):
+        fenced = h.txn_commit({T0: O(1)}, group="other", generation=generation, member_id=member_id)
+        assert fenced.one == {T0: E.illegal_generation}
+    assert h.coord.group("other") is None and not h.store.pending
     assert h.commit({T0: O(1)}, group="third", generation=3, member_id="m").one == {T0: E.illegal_generation}
-    # The empty group goes with the next expiration check.
+    # Generation -1 with a member id: the group is created (Empty), and an Empty group
+    # takes commits of generation -1.
+    anyone = h.txn_commit({T0: O(1)}, group="fourth", member_id="m")
+    assert h.coord.group_state("fourth") is GroupState.EMPTY
+    h.store.complete_all()
+    assert anyone.one == {T0: E.none}
+    # An empty group with no offsets goes with the next expiration check.
+    h.end_txn(P1, commit=False, group="fourth")
     h.advance(1000)
-    assert h.coord.group("other") is None
+    assert h.coord.group("fourth") is None
     assert h.coord.group("new") is not None
 
 

@@ -60,6 +60,7 @@ DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 #: api_key -> (min_version, max_version)
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -74,8 +75,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
-    DESCRIBE_GROUPS: (0, 5),
-    LIST_GROUPS: (0, 4),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -95,7 +96,21 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
+
+
+#: Where ApiVersions advertises a lower floor than ``SUPPORTED`` serves.  Kafka 4 advertises
+#: Produce from v0 though it refuses v0-2 as we do (the connection is closed): librdkafka
+#: versions that test for v0 otherwise send gzip, snappy and lz4 batches uncompressed
+#: (KAFKA-18659, confluentinc/librdkafka#4956).
+ADVERTISED_MIN: dict[int, int] = {PRODUCE: 0}
+
+
+def advertised(api_key: int) -> tuple[int, int]:
+    """The version range ApiVersions advertises for a served API."""
+    low, high = SUPPORTED[api_key]
+    return ADVERTISED_MIN.get(api_key, low), high
 
 
 def api_name(api_key: int) -> str:

@@ -212,6 +212,13 @@ def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
     api_key, api_version, correlation_id = peek_header(frame)
     if not apis.is_supported(api_key, api_version):
         if api_key == apis.API_VERSIONS and api_version > apis.max_version(api_key):
+            # The body is not read (KIP-511), but the header is, as Kafka's RequestHeader.parse
+            # does: versions past 3 have a flexible header (v2), tagged fields included.
+            try:
+                _header_readers[2](frame, 0)
+            except (SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError, KeyError) as exc:
+                raise InvalidRequest(f"cannot decode the ApiVersions v{api_version} request header: "
+                                     f"{type(exc).__name__}: {exc}") from None
             return UnknownApiVersions(correlation_id, api_version)
         raise UnsupportedApi(api_key, api_version, correlation_id)
     reader, schema = _body_reader(api_key, api_version)

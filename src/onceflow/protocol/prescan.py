@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
 
 from .errors import InvalidRequest
 
@@ -34,8 +34,9 @@ _FIXED = {
 }  # fmt: skip
 
 # A field step: (kind, detail).  kind is "fixed" (detail: size), "string",
-# "bytes", or "entity" (detail: the nested class); ``array`` says whether the
-# field is a sequence of them.
+# "bytes", "entity" (detail: the nested class) or "nullable_entity" (a nullable
+# struct, e.g. DescribeTopicPartitions' cursor: an int8 marker, -1 for null,
+# then the struct); ``array`` says whether the field is a sequence of them.
 _Step = tuple[str, Any, bool]
 _plans: dict[tuple[type, bool], tuple[_Step, ...]] = {}
 
@@ -50,7 +51,8 @@ def _plan(cls: type, flexible: bool) -> tuple[_Step, ...]:
                 continue  # tagged: lives in the tagged-fields section
             kind = classify_field(f)
             if isinstance(kind, (EntityField, EntityTupleField)):
-                steps.append(("entity", kind.type_, kind.is_array))
+                nullable = not kind.is_array and is_optional(f)
+                steps.append(("nullable_entity" if nullable else "entity", kind.type_, kind.is_array))
                 continue
             kafka_type = f.metadata["kafka_type"]
             if kafka_type in _FIXED:
@@ -119,6 +121,9 @@ def _skip_value(cur: _Cursor, kind: str, detail: Any, flexible: bool) -> None:
         if n > 0:
             cur.need(n, "bytes")
             cur.pos += n
+    elif kind == "nullable_entity":
+        if cur.int_be(1) >= 0:
+            _skip_entity(cur, detail, flexible)
     else:
         _skip_entity(cur, detail, flexible)
 

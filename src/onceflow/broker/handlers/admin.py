@@ -196,9 +196,10 @@ def handle_create_partitions(broker: BrokerContext, request: Request, conn: Conn
             error, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
         elif t.count < len(topic.partitions):
             error = ErrorCode.invalid_partitions
-            message = f"Topic currently has {len(topic.partitions)} partitions, which is higher than the requested {t.count}."
+            message = (f"The topic {t.name} currently has {len(topic.partitions)} partition(s); "
+                       f"{t.count} would not be an increase.")  # Kafka's words (ReplicationControlManager)
         elif t.count == len(topic.partitions):
-            error, message = ErrorCode.invalid_partitions, f"Topic already has {t.count} partitions."
+            error, message = ErrorCode.invalid_partitions, f"Topic already has {t.count} partition(s)."
         elif t.count > MAX_PARTITIONS:
             error, message = ErrorCode.invalid_partitions, f"A topic may have at most {MAX_PARTITIONS} partitions."
         elif t.assignments is not None and (
@@ -273,7 +274,10 @@ def _topic_synonyms(m: Any, broker: BrokerContext, overrides: dict[str, Any], ke
     if key in overrides:
         out.append(build(m.DescribeConfigsSynonym, name=key, value=render_value(overrides[key]), source=SOURCE_DYNAMIC_TOPIC))
     synonym = TOPIC_CONFIGS[key].synonym
-    if synonym is not None:
+    # A broker key with no value of its own (log.retention.ms, log.roll.ms: their default is
+    # derived from the .hours/.minutes keys) is no synonym: Kafka's ConfigHelper lists only
+    # the set keys from the topic key's own broker synonym on.
+    if synonym is not None and broker.config[synonym] is not None:
         source = SOURCE_DEFAULT if broker.config.is_default(synonym) else SOURCE_STATIC_BROKER
         out.append(build(m.DescribeConfigsSynonym, name=synonym, value=render_value(broker.config.topic_default(key)), source=source))
     return tuple(out)

@@ -200,7 +200,9 @@ def handle_list_offsets(broker: BrokerContext, request: Request, conn: Connectio
                     error_code=error,
                     timestamp=ts,
                     offset=offset,
-                    leader_epoch=LEADER_EPOCH if error is ErrorCode.none else -1,
+                    # No record matches the timestamp: Kafka answers offset, timestamp and
+                    # leader epoch -1 (KafkaApis leaves the response's defaults).
+                    leader_epoch=LEADER_EPOCH if error is ErrorCode.none and offset != -1 else -1,
                 )
             )
         topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))

@@ -119,7 +119,7 @@ def handle_join_group(broker: BrokerContext, request: Request, conn: Connection)
             rebalance_ms,
             request.api_version >= 4,
             request.client_id or "",
-            conn.client_host,
+            f"/{conn.client_host}",  # as Kafka renders it: Java's InetAddress.toString()
             getattr(body, "reason", None),
             cb,
             supports_skip_assignment=request.api_version >= 9,  # KIP-814
@@ -184,16 +184,32 @@ def handle_leave_group(broker: BrokerContext, request: Request, conn: Connection
     return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
+#: DescribeGroups' authorized_operations when asked for (v3+): with no authorizer, Kafka grants
+#: every operation a group supports -- READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+#: (AclOperation codes 3, 6, 8, 10, 11 as bits).
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
 def handle_describe_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     described = broker.groups.describe_groups(list(request.body.groups))
-    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(_described(m, d) for d in described))
+    include_operations = bool(getattr(request.body, "include_authorized_operations", False))
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE,
+                 groups=tuple(_described(m, d, request.api_version, include_operations) for d in described))
 
 
-def _described(m: Any, d: GroupDescription) -> Any:
+def _described(m: Any, d: GroupDescription, version: int, include_operations: bool) -> Any:
+    error, message = d.error, None
+    if version >= 6 and error is ErrorCode.none and d.state == "Dead":
+        # KIP-1043 (v6): a group that does not exist is an error, no longer a "Dead" group.
+        error, message = ErrorCode.group_id_not_found, f"Group {d.group_id} not found."
     return build(
         m.DescribedGroup,
-        error_code=d.error,
+        error_code=error,
+        error_message=message,
+        authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations and error is ErrorCode.none
+                               else AUTHORIZED_OPERATIONS_OMITTED),
         group_id=d.group_id,
         group_state=d.state,
         protocol_type=d.protocol_type,

@@ -33,7 +33,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def _api_keys(module: Any) -> tuple[Any, ...]:
     return tuple(
         build(module.ApiVersion, api_key=key, min_version=lo, max_version=hi)
-        for key, (lo, hi) in sorted(apis.SUPPORTED.items())
+        for key, (lo, hi) in ((key, apis.advertised(key)) for key in sorted(apis.SUPPORTED))
     )
 
 
@@ -51,9 +51,13 @@ def handle_api_versions(broker: BrokerContext, request: Request, conn: Connectio
 
 
 def unknown_api_versions_response() -> Any:
-    """KIP-511: a v0 answer (UNSUPPORTED_VERSION + our ranges) to an ApiVersions version we do not know."""
+    """KIP-511: a v0 answer to an ApiVersions version we do not know: UNSUPPORTED_VERSION and, as
+    Kafka's ApiVersionsRequest.getErrorResponse does, the versions of ApiVersions alone (the
+    client retries with one of them and learns the rest then)."""
     m = api_versions_v0
-    return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=_api_keys(m))
+    lo, hi = apis.SUPPORTED[apis.API_VERSIONS]
+    return m.ApiVersionsResponse(error_code=ErrorCode.unsupported_version,
+                                 api_keys=(build(m.ApiVersion, api_key=apis.API_VERSIONS, min_version=lo, max_version=hi),))
 
 
 def partition_metadata(m: Any, broker: BrokerContext, topic: Topic) -> tuple[Any, ...]:
@@ -129,6 +133,65 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
     return build(m.MetadataResponse, **fields)
 
 
+#: Kafka's ``max.request.partition.size.limit``: at most this many partitions per
+#: DescribeTopicPartitions answer, whatever the request's own limit says.
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    """KIP-966's paged Metadata, which Kafka's admin client (``describeTopics``, so
+    ``kafka-topics --describe``) prefers.  As Kafka's DescribeTopicPartitionsRequestHandler: the
+    named topics, or every topic, from the cursor on, sorted by name; at most the partition
+    limit per answer, and then a cursor where the next answer starts.  Unknown names answer
+    UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION if illegal) unless every topic was
+    asked for.  Eligible leader replicas are empty lists: one replica, always in sync."""
+    m = responses(request)
+    body = request.body
+    registry = broker.registry
+    cursor = body.cursor
+    start_name = cursor.topic_name if cursor is not None else ""
+    every_topic = not body.topics
+    names = set(registry.topics) if every_topic else {t.name for t in body.topics}
+    names = {n for n in names if n >= start_name}
+    if cursor is not None and (cursor.partition_index < 0 or (not every_topic and cursor.topic_name not in names)):
+        # Kafka throws InvalidRequestException: every requested topic answers INVALID_REQUEST.
+        return build(m.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, next_cursor=None, topics=tuple(
+            build(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.invalid_request, name=t.name, topic_id=ZERO_UUID,
+                  is_internal=False, partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+            for t in body.topics))
+    remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit), 1)
+    node = broker.node_id
+    topics: list[Any] = []
+    next_cursor = None
+    for name in sorted(names):
+        if remaining == 0:
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
+            break
+        topic = registry.topics.get(name)
+        if topic is None:
+            if not every_topic:
+                error = ErrorCode.invalid_topic_exception if topic_name_error(name) else ErrorCode.unknown_topic_or_partition
+                topics.append(build(m.DescribeTopicPartitionsResponseTopic, error_code=error, name=name, topic_id=ZERO_UUID,
+                                    is_internal=name.startswith("__"), partitions=(),
+                                    topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        upper = min(len(topic.partitions), first + remaining)
+        partitions = tuple(
+            build(m.DescribeTopicPartitionsResponsePartition, error_code=ErrorCode.none, partition_index=index,
+                  leader_id=node, leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,), eligible_leader_replicas=(),
+                  last_known_elr=(), offline_replicas=())
+            for index in range(first, upper))
+        topics.append(build(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
+                            topic_id=topic.topic_id, is_internal=topic.internal, partitions=partitions,
+                            topic_authorized_operations=_ALL_TOPIC_OPERATIONS))
+        if upper < len(topic.partitions):
+            next_cursor = build(m.Cursor, topic_name=name, partition_index=upper)
+            break
+        remaining -= len(partitions)
+    return build(m.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)
+
+
 def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
@@ -168,4 +231,5 @@ HANDLERS: dict[int, Handler] = {
     apis.API_VERSIONS: handle_api_versions,
     apis.METADATA: handle_metadata,
     apis.DESCRIBE_CLUSTER: handle_describe_cluster,
+    apis.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }

@@ -331,7 +331,8 @@ class OffsetManager:
         stay *pending* for it (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT
         with require_stable) until ``complete_transaction`` reports the
         transaction's marker.  Unlike OffsetCommit: an unknown group is
-        created (Empty) before validation, the group's state does not matter
+        created (Empty) before validation if the commit names no generation (with
+        one it is ILLEGAL_GENERATION, as for OffsetCommit), the group's state does not matter
         (CompletingRebalance included), it is no heartbeat, and without member
         id and generation (before v3) anyone may commit.  With them (v3+,
         KIP-447) they are validated as for OffsetCommit: UNKNOWN_MEMBER_ID,
@@ -362,6 +363,12 @@ class OffsetManager:
             self._reply(req.callback, dict.fromkeys(req.offsets, error))
             return
         group = self._groups.get(group_id)
+        if group is None and req.generation_id >= 0:
+            # A member's commit (KIP-447) for a group this coordinator does not know:
+            # Kafka's group coordinator (OffsetMetadataManager.validateTransactionalOffsetCommit)
+            # answers ILLEGAL_GENERATION and creates nothing, as for OffsetCommit.
+            self._reply(req.callback, dict.fromkeys(req.offsets, ErrorCode.illegal_generation))
+            return
         if group is None:
             log.info("creating group %s via transactional offset commit of producer %d", group_id, producer_id)
             group = GroupMetadata(group_id, self._ctx.now())

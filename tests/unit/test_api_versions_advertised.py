@@ -1,0 +1,38 @@
+"""What ApiVersions advertises against what the broker serves (issue 10, section 4: found by the
+Java client's version check, tests/reference/test_java_client.py): Kafka 4 advertises Produce
+from v0 (KAFKA-18659, for librdkafka's compression check) while refusing v0-2; so does Onceflow."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from onceflow.broker.handlers.metadata import handle_api_versions
+from onceflow.protocol import apis
+from onceflow.protocol.errors import UnsupportedApi
+from onceflow.protocol.framing import Request, parse_request
+from tests.support.wire import encode_request
+
+
+def test_produce_is_advertised_from_v0_as_kafka_4_does() -> None:
+    frame = encode_request(ApiVersionsRequest(client_software_name="test", client_software_version="1"), 1)[4:]
+    request = parse_request(frame)
+    assert isinstance(request, Request)
+    response = handle_api_versions(SimpleNamespace(), request, SimpleNamespace(peer="test"))  # type: ignore[arg-type]
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert advertised[apis.PRODUCE] == (0, apis.max_version(apis.PRODUCE))
+    # Every other API is advertised exactly as served.
+    assert {k: v for k, v in advertised.items() if k != apis.PRODUCE} \
+        == {k: v for k, v in apis.SUPPORTED.items() if k != apis.PRODUCE}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_is_still_refused(version: int) -> None:
+    # api key, version, correlation id, client id, then a v0-2 body (acks, timeout, no topics):
+    # the server closes the connection on UnsupportedApi, as Kafka 4.3.1 does.
+    frame = struct.pack(">hhih", apis.PRODUCE, version, 7, 1) + b"x" + struct.pack(">hii", 1, 1000, 0)
+    with pytest.raises(UnsupportedApi):
+        parse_request(frame)
