@@ -29,10 +29,10 @@ def test_corrupt_batches_get_kafka_errors_and_leave_the_log_alone(broker_process
         old_magic[16] = 1
         cases = {
             bytes(bad_crc): ErrorCode.corrupt_message,
-            good[:-3]: ErrorCode.corrupt_message,
+            good[:-3]: ErrorCode.invalid_record,  # no whole batch, as Kafka answers
             bytes(old_magic): ErrorCode.invalid_record,
             good + good: ErrorCode.invalid_record,
-            b"\x00" * 80: ErrorCode.invalid_record,  # reads as a magic-0 batch
+            b"\x00" * 80: ErrorCode.corrupt_message,  # batch length 0: below the smallest record
             b"\x07" * 80: ErrorCode.corrupt_message,  # unknown magic 7
         }
         for payload, expected in cases.items():

@@ -49,6 +49,9 @@ def test_refused_batches_get_kafkas_error_codes_and_store_nothing(target: Target
         "unknown magic": (bytes(magic_7), ErrorCode.corrupt_message),
         "magic 1": (bytes(magic_1), ErrorCode.invalid_record),
         "two batches": (good + good, ErrorCode.invalid_record),
+        "a batch cut short": (good[:-3], ErrorCode.invalid_record),
+        "fewer than 12 bytes": (good[:5], ErrorCode.invalid_record),
+        "batch length below 14": (bytes(80), ErrorCode.corrupt_message),
         "over max.message.bytes": (oversized, ErrorCode.message_too_large),
         "over max.message.bytes, bad crc": (bytes(oversized_bad_crc), ErrorCode.message_too_large),
     }

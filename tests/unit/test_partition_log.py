@@ -70,8 +70,15 @@ def test_refused_batches_change_nothing(tmp_path: Path, clock: FakeClock) -> Non
     bad_crc[-1] ^= 0xFF
     cases = {
         bytes(bad_crc): ErrorCode.corrupt_message,
-        good[:40]: ErrorCode.corrupt_message,
+        # Kafka's codes for bytes that are not one whole batch (ByteBufferLogInputStream, then
+        # ProduceRequest.validateRecords): no whole batch is INVALID_RECORD, a length below the
+        # smallest record CORRUPT_MESSAGE.
+        good[:40]: ErrorCode.invalid_record,
+        good[:5]: ErrorCode.invalid_record,
+        b"": ErrorCode.invalid_record,
+        bytes(8) + (13).to_bytes(4, "big") + bytes(60): ErrorCode.corrupt_message,
         good + good: ErrorCode.invalid_record,
+        good + bytes(5): ErrorCode.invalid_record,  # Kafka drops such a tail silently; we refuse
         batch(1, clock.now_ms(), size=300): ErrorCode.message_too_large,
     }
     old_magic = bytearray(good)

@@ -43,6 +43,8 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
 CRC_START = 21
 MAGIC_OFFSET = 16
 CURRENT_MAGIC = 2
+#: Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no batch length below it is read as a batch.
+_MIN_RECORD_OVERHEAD = 14
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -126,21 +128,30 @@ def validate_produced(records: bytes, max_message_bytes: int) -> BatchHeader | I
     LogValidator do, without looking at individual records.
 
     Since Produce v3 a partition's payload must be exactly one magic-v2 batch.
+    The framing checks come in Kafka's order (``ByteBufferLogInputStream.nextBatchSize``,
+    then ``ProduceRequest.validateRecords``), so each bad shape gets Kafka's code: bytes that
+    hold no whole batch are INVALID_RECORD ("at least one record batch"), a length below the
+    smallest record or an impossible magic is CORRUPT_MESSAGE.
     """
     n = len(records)
-    if n < HEADER_SIZE:
-        if n > MAGIC_OFFSET and records[MAGIC_OFFSET] < CURRENT_MAGIC:
-            return Invalid(ErrorCode.invalid_record, f"magic {records[MAGIC_OFFSET]} batches are not accepted")
-        return Invalid(ErrorCode.corrupt_message, f"{n} bytes is too short for a record batch")
+    if n < LOG_OVERHEAD:
+        return Invalid(ErrorCode.invalid_record, f"{n} bytes hold no record batch")
+    batch_length = int.from_bytes(records[8:12], "big", signed=True)
+    if batch_length < _MIN_RECORD_OVERHEAD:
+        return Invalid(ErrorCode.corrupt_message,
+                       f"record size {batch_length} is less than the minimum record overhead ({_MIN_RECORD_OVERHEAD})")
+    if n <= MAGIC_OFFSET:
+        return Invalid(ErrorCode.invalid_record, f"{n} bytes hold no record batch")
+    magic = int.from_bytes(records[MAGIC_OFFSET : MAGIC_OFFSET + 1], "big", signed=True)
+    if not 0 <= magic <= CURRENT_MAGIC:
+        return Invalid(ErrorCode.corrupt_message, f"invalid magic {magic}")
+    if n < batch_length + LOG_OVERHEAD:
+        return Invalid(ErrorCode.invalid_record, f"a batch of {batch_length + LOG_OVERHEAD} bytes is cut to {n}")
+    if magic < CURRENT_MAGIC:
+        return Invalid(ErrorCode.invalid_record, f"magic {magic} batches are not accepted (produce v3+)")
+    if n < HEADER_SIZE or batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        return Invalid(ErrorCode.corrupt_message, f"a magic-2 batch of {batch_length + LOG_OVERHEAD} bytes cannot hold its header")
     header = read_header(records)
-    if header.magic != CURRENT_MAGIC:
-        if 0 <= header.magic < CURRENT_MAGIC:
-            return Invalid(ErrorCode.invalid_record, f"magic {header.magic} batches are not accepted (produce v3+)")
-        return Invalid(ErrorCode.corrupt_message, f"unknown magic {header.magic}")
-    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        return Invalid(ErrorCode.corrupt_message, f"batch length {header.batch_length} is too small")
-    if header.size > n:
-        return Invalid(ErrorCode.corrupt_message, f"batch of {header.size} bytes is truncated to {n}")
     if header.size < n:
         return Invalid(ErrorCode.invalid_record, "a produce payload must hold exactly one record batch")
     if header.size > max_message_bytes:
