@@ -12,8 +12,14 @@ pipeline runs it injects the faults (``--faults``, the default):
    it);
 2. the Spark driver is killed with SIGKILL while a task is inside its
    transaction, and started again from its checkpoints;
-3. the broker is killed with SIGKILL and started again on the same data
-   (only when this process started it).
+3. the broker is killed with SIGKILL and started again on the same data.
+   When this process started the broker it does so itself.  On a cluster
+   (``--bootstrap-servers``) it cannot: ``--broker-fault-command`` is a shell
+   command that kills one broker with SIGKILL and starts it again (``docker
+   kill -s KILL kafka-2 && docker start kafka-2``, say).  It runs while the
+   pipeline keeps running; the demo goes on showing progress, counts the
+   micro-batches committed meanwhile, and fails if the command fails.
+   Without it no broker is killed on a cluster.
 
 It waits until both queries have caught up (their ``commitOffsetsToGroup``
 groups are at their sources' ends), stops the driver, verifies the topics
@@ -25,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import queue
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,6 +50,8 @@ from ..spark.sink import FAULT_POINT
 PIPELINE_TIMEOUT_S = 1800
 #: Fraction of the payments processed at which each fault is injected.
 FAULT_AT = {"task": 0.15, "driver": 0.35, "broker": 0.6}
+#: How long ``--broker-fault-command`` may run.
+FAULT_COMMAND_TIMEOUT_S = 600
 
 
 @dataclass
@@ -71,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[2,4]", help="Spark master (default local[2,4]: 2 cores, 4 attempts per task)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=0,
                         help="maxOffsetsPerTrigger for both queries (default: all available)")
+    parser.add_argument("--broker-fault-command", metavar="COMMAND",
+                        help="with --bootstrap-servers: the broker fault, a shell command that kills one broker of the "
+                             "cluster with SIGKILL and starts it again (e.g. 'docker kill -s KILL kafka-2 && docker "
+                             "start kafka-2'); run, while the pipeline runs on, once 60%% of the payments are "
+                             "processed; the demo fails if it exits non-zero")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)  # log lines are never broken mid-sentence
     if args.payments <= 0 or args.accounts <= 1:
         console.print("onceflow demo: --payments must be positive and --accounts at least 2")
+        return 2
+    if args.broker_fault_command and args.bootstrap_servers is None:
+        console.print("onceflow demo: --broker-fault-command is for a cluster named by --bootstrap-servers "
+                      "(without it the demo kills and restarts its own broker)")
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-payments-"))
     try:
@@ -147,26 +167,78 @@ def _conduct(args: argparse.Namespace, console: Any, progress: Any, driver: pipe
     total = len(generated.committed)
     task = progress.add_task("payments processed", total=total, batches="0 micro-batches", faults="0 faults")
     pending = dict(FAULT_AT) if args.faults else {}
-    if broker is None:
+    if broker is None and not args.broker_fault_command:
         pending.pop("broker", None)
+    command: _FaultCommand | None = None
     deadline = time.monotonic() + PIPELINE_TIMEOUT_S
     last_check = 0.0
-    while time.monotonic() < deadline:
-        if not _drain(driver, run, console):
-            return None
-        progress.update(task, completed=min(run.processed, total), batches=f"{run.micro_batches} micro-batches",
-                        faults=f"{len(run.faults)} faults")
-        fraction = run.processed / max(total, 1)
-        for name in [n for n, at in pending.items() if fraction >= at]:
-            del pending[name]
-            _inject(name, console, driver, broker, fault_dir, run)
-        if run.processed >= total and not pending and time.monotonic() - last_check > 1:
-            last_check = time.monotonic()
-            if pipeline.caught_up(bootstrap, generated):
-                run.done_at = time.monotonic()
-                return run
-        time.sleep(0.1)
-    return None
+    try:
+        while time.monotonic() < deadline:
+            if not _drain(driver, run, console):
+                return None
+            progress.update(task, completed=min(run.processed, total), batches=f"{run.micro_batches} micro-batches",
+                            faults=f"{len(run.faults)} faults")
+            fraction = run.processed / max(total, 1)
+            for name in [n for n, at in pending.items() if fraction >= at]:
+                del pending[name]
+                if name == "broker" and broker is None:
+                    command = _FaultCommand.start(args.broker_fault_command, run, console)
+                else:
+                    _inject(name, console, driver, broker, fault_dir, run)
+            if command is not None and command.proc.poll() is not None:
+                if not command.finished(run, console):
+                    return None
+                command = None
+            elif command is not None and time.monotonic() - command.started > FAULT_COMMAND_TIMEOUT_S:
+                console.print(f"[red]FAILED[/]: the broker fault command did not finish within "
+                              f"{FAULT_COMMAND_TIMEOUT_S} s")
+                return None
+            if run.processed >= total and not pending and command is None and time.monotonic() - last_check > 1:
+                last_check = time.monotonic()
+                if pipeline.caught_up(bootstrap, generated):
+                    run.done_at = time.monotonic()
+                    return run
+            time.sleep(0.1)
+        return None
+    finally:
+        if command is not None:
+            command.kill()
+
+
+@dataclass
+class _FaultCommand:
+    """``--broker-fault-command`` running in its own process group, while the pipeline runs on."""
+
+    command: str
+    proc: subprocess.Popen[bytes]
+    started: float
+    #: Micro-batches the driver had reported when it started.
+    batches_before: int
+
+    @classmethod
+    def start(cls, command: str, run: _Run, console: Any) -> _FaultCommand:
+        console.print(f"[yellow]fault:[/] running the broker fault command (kill a broker with SIGKILL, start it "
+                      f"again): {command}")
+        proc = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        return cls(command, proc, time.monotonic(), run.micro_batches)
+
+    def finished(self, run: _Run, console: Any) -> bool:
+        seconds = time.monotonic() - self.started
+        if self.proc.returncode != 0:
+            console.print(f"[red]FAILED[/]: the broker fault command exited with {self.proc.returncode}")
+            return False
+        batches = run.micro_batches - self.batches_before
+        run.faults.append(f"the broker fault command (kill a Kafka broker with SIGKILL, start it again) exited 0 "
+                          f"after {seconds:.1f} s; the queries committed {batches} micro-batches meanwhile")
+        console.print(f"[yellow]fault:[/] the broker fault command exited 0 after {seconds:.1f} s; the queries "
+                      f"committed {batches} micro-batches while it ran")
+        return True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
 
 
 def _drain(driver: pipeline.DriverProcess, run: _Run, console: Any) -> bool:

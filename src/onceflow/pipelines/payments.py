@@ -77,8 +77,10 @@ def create_topics(bootstrap: str, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    topics = [NewTopic(PAYMENTS, partitions, 1), NewTopic(LEDGER, partitions, 1),
-              NewTopic(BALANCES, partitions, 1, config={"cleanup.policy": "compact"})]
+    # Replication factor -1: the cluster's default.replication.factor (3 on a production cluster;
+    # a single Onceflow broker has 1), and its min.insync.replicas.
+    topics = [NewTopic(PAYMENTS, partitions, -1), NewTopic(LEDGER, partitions, -1),
+              NewTopic(BALANCES, partitions, -1, config={"cleanup.policy": "compact"})]
     for name, future in admin.create_topics(topics, request_timeout=TIMEOUT_S).items():
         try:
             future.result(TIMEOUT_S)
@@ -125,7 +127,10 @@ def generate(bootstrap: str, payments: int, *, accounts: int = 1000, per_transac
 
 def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int | None = None,
                   delivery_guarantee: str = "exactly-once") -> dict[str, Any]:
-    """Start both queries; returns them by name.  ``at-least-once`` is for comparison (benchmarks)."""
+    """Start both queries; returns them by name.  ``at-least-once`` is for comparison (benchmarks),
+    and so is ``spark-kafka``: both sinks are Spark's own JVM Kafka sink (``format("kafka")``,
+    at-least-once; its jars must be in ``spark.jars``, see ``onceflow.reference``), the sources
+    stay onceflow's."""
     import onceflow.spark
 
     onceflow.spark.register(spark)
@@ -144,9 +149,11 @@ def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int
                            "named_struct('account', f[1], 'delta', -CAST(f[3] AS BIGINT), 'kind', 'debit'), "
                            "named_struct('account', f[2], 'delta', CAST(f[3] AS BIGINT), 'kind', 'credit'))) AS e")
                .selectExpr("e.account AS key", "concat_ws(',', id, e.account, CAST(e.delta AS STRING), e.kind) AS value"))
-    ledger = (entries.writeStream.format("onceflow").queryName("ledger")
-              .option("kafka.bootstrap.servers", bootstrap).option("topic", LEDGER)
-              .option("deliveryGuarantee", delivery_guarantee)
+    spark_kafka = delivery_guarantee == "spark-kafka"
+    ledger_sink = entries.writeStream.format("kafka" if spark_kafka else "onceflow").queryName("ledger")
+    if not spark_kafka:
+        ledger_sink = ledger_sink.option("deliveryGuarantee", delivery_guarantee)
+    ledger = (ledger_sink.option("kafka.bootstrap.servers", bootstrap).option("topic", LEDGER)
               .option("checkpointLocation", os.path.join(checkpoints, "ledger")).start())
 
     totals = (source(LEDGER, BALANCES_GROUP)
@@ -156,6 +163,9 @@ def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int
 
     def write_balances(frame: Any, batch_id: int) -> None:
         changed = frame.selectExpr("account AS key", "CAST(balance AS STRING) AS value")
+        if spark_kafka:
+            changed.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", BALANCES).save()
+            return
         onceflow.spark.write_exactly_once(changed, batch_id, bootstrap_servers=bootstrap, topic=BALANCES, name="balances",
                                           deliveryGuarantee=delivery_guarantee)
 
@@ -172,7 +182,8 @@ def driver_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", help="Spark master (default: whatever spark-submit or Spark's defaults say)")
     parser.add_argument("--max-offsets", type=int, default=0)
     parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
-    parser.add_argument("--delivery-guarantee", default="exactly-once", choices=["exactly-once", "at-least-once"])
+    parser.add_argument("--delivery-guarantee", default="exactly-once", choices=["exactly-once", "at-least-once", "spark-kafka"],
+                        help="spark-kafka: Spark's own Kafka sink instead of onceflow's (a benchmark baseline)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -180,6 +191,10 @@ def driver_main(argv: list[str] | None = None) -> int:
     builder = SparkSession.builder.appName("onceflow-payments")
     if args.master:
         builder = builder.master(args.master).config("spark.ui.enabled", "false")
+    if args.delivery_guarantee == "spark-kafka":
+        from ..reference import spark_kafka_classpath
+
+        builder = builder.config("spark.jars", ",".join(spark_kafka_classpath()))
     spark = (builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
              .config("spark.sql.streaming.stopTimeout", "60s").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -366,8 +381,9 @@ def verify(bootstrap: str, generated: Generated) -> Report:
 
 
 def caught_up(bootstrap: str, generated: Generated) -> bool:
-    """Both queries have processed everything: their groups' offsets are at their sources' ends."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Both queries have processed everything: their groups' offsets are at their sources' ends.
+    False, not an exception, while the cluster cannot answer (a broker restarting, leaders moving)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     for topic, group in ((PAYMENTS, LEDGER_GROUP), (LEDGER, BALANCES_GROUP)):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
@@ -378,8 +394,10 @@ def caught_up(bootstrap: str, generated: Generated) -> bool:
             for tp in committed:
                 _, end = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=TIMEOUT_S,
                                                         cached=False)
-                if tp.offset < end:
+                if tp.error is not None or tp.offset < end:
                     return False
+        except KafkaException:
+            return False
         finally:
             consumer.close()
     return True

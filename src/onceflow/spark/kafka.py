@@ -24,6 +24,7 @@ LogAppendTime), and headers (key, value) with ``includeHeaders``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
@@ -99,15 +100,22 @@ class KafkaAdmin:
 
     def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         # Consumer and producer settings are ignored by an admin client (librdkafka warns, quietly).
-        self._admin = AdminClient(client_config(bootstrap_servers, kafka_params))
+        self._config = client_config(bootstrap_servers, kafka_params)
+        self._admin = AdminClient(self._config)
         self._isolation = _isolation(kafka_params)
         self._timeout_s = timeout_s
+
+    def _renew(self) -> None:
+        """A new client for a retry: it starts from fresh metadata.  The old one may go on asking
+        a leader that was killed (librdkafka keeps its cached leader until its next metadata
+        refresh) or send a stale leader epoch (FENCED_LEADER_EPOCH)."""
+        self._admin = AdminClient(self._config)
 
     def partitions(self, subscription: Subscription) -> list[TP]:
         """The partitions the subscription covers now (new partitions and matching topics included)."""
         if isinstance(subscription, Assign):
             return sorted(subscription.partitions)
-        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s)
+        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s, self._renew)
         out: list[TP] = []
         for name, topic in metadata.topics.items():
             if isinstance(subscription, Subscribe):
@@ -133,34 +141,67 @@ class KafkaAdmin:
         if not wanted:
             return {}
 
-        def call() -> dict[TP, int]:
-            futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=self._timeout_s)
-            return {(tp.topic, tp.partition): future.result(self._timeout_s).offset for tp, future in futures.items()}
+        attempt_s = min(self._timeout_s, ATTEMPT_TIMEOUT_S)
 
-        return _retrying(call, self._timeout_s)
+        def call() -> dict[TP, int]:
+            futures = self._admin.list_offsets(wanted, isolation_level=isolation, request_timeout=attempt_s)
+            offsets = {(tp.topic, tp.partition): _result(future, attempt_s).offset for tp, future in futures.items()}
+            unknown = sorted(tp for tp, offset in offsets.items() if offset < 0)
+            if unknown:
+                # librdkafka answers -1001 (OFFSET_INVALID), with no error, for a partition whose
+                # leader did not answer in time (killed, say): unknown, never an offset.
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no offset for {unknown} (leader unreachable)"))
+            return offsets
+
+        return _retrying(call, self._timeout_s, self._renew)
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> None:
         """Store ``offsets`` as ``group_id``'s committed offsets (commitOffsetsToGroup), for lag tools."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        futures = self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, partitions)],
-                                                           request_timeout=self._timeout_s)
-        for future in futures.values():
-            future.result(self._timeout_s)
+        attempt_s = min(self._timeout_s, ATTEMPT_TIMEOUT_S)
+
+        def call() -> None:  # idempotent: the same offsets again
+            futures = self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id, partitions)],
+                                                               request_timeout=attempt_s)
+            for future in futures.values():
+                for tp in _result(future, attempt_s).topic_partitions or []:
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
+
+        _retrying(call, self._timeout_s, self._renew)
 
 
-#: Errors a broker that is restarting or electing leaders gives for a moment.
+#: How long one try of a driver-side call may wait for an answer.  A request to a leader that was
+#: just killed gets none; the next try, after the cluster has elected another, does.
+ATTEMPT_TIMEOUT_S = 15.0
+#: Errors a broker that is restarting or electing leaders gives for a moment, including those
+#: that say the client's metadata is stale because a leader moved (its SIGKILL, its restart, a
+#: preferred leader election): Kafka's clients refresh their metadata and retry them.
 _TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REQUEST_TIMED_OUT,
-                        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE})
+                        KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE,
+                        KafkaError.KAFKA_STORAGE_ERROR, KafkaError.REQUEST_TIMED_OUT, KafkaError.OFFSET_NOT_AVAILABLE,
+                        KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_COORDINATOR,
+                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS})
 _T = TypeVar("_T")
 
 
-def _retrying(call: Callable[[], _T], timeout_s: float) -> _T:
+def _result(future: Any, request_timeout_s: float) -> Any:
+    """An admin call's result: librdkafka ends the request after ``request_timeout_s``, and the
+    future a little later; a future still not done after a grace period is a timeout too."""
+    try:
+        return future.result(request_timeout_s + 10)
+    except concurrent.futures.TimeoutError:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer from the cluster")) from None
+
+
+def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None] | None = None) -> _T:
     """Run a driver-side metadata call, retrying transient errors (a broker restarting, leaders
-    not known yet) with backoff for up to ``timeout_s``, as Spark's KafkaOffsetReader retries."""
+    not known yet or moved) with backoff for up to ``timeout_s``, as Spark's KafkaOffsetReader
+    retries.  ``renew`` runs before each retry: a new client, whose metadata is fresh."""
     deadline = time.monotonic() + timeout_s
     backoff = 0.1
     while True:
@@ -174,6 +215,8 @@ def _retrying(call: Callable[[], _T], timeout_s: float) -> _T:
             log.info("retrying after a transient error: %s", error)
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
+            if renew is not None:
+                renew()
 
 
 def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:

@@ -1,0 +1,182 @@
+"""The Apache Kafka Java client (kafka-clients 4.3.1) against Onceflow and against Apache Kafka
+(issue 10, section 4): the same program, ``reference/src/.../ClientCheck.java``, on both brokers.
+
+* ``ctp``: a consume-transform-produce loop with a transactional producer and
+  ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())`` (KIP-447), one transaction aborted
+  on purpose and its input processed again, then a read_committed consumer checks every input is in
+  the output exactly once and the group's offsets are at the input's end.
+* ``versions``: the versions the client negotiates (its own ``NodeApiVersions`` rule) from each
+  broker's ApiVersions answer.  The requests the client really sent, and at which version, come
+  from ``org.apache.kafka.clients.NetworkClient``'s DEBUG log (``reference/log4j2-requests.properties``).
+* What the client does when it would use a feature Onceflow does not implement: the KIP-848 group
+  protocol (``group.protocol=consumer``) and transactions v2 (KIP-890 part 2, used when a broker
+  finalizes ``transaction.version`` >= 2).  Onceflow must answer as a Kafka broker without them
+  would; ``kafka_without_features`` is Apache Kafka formatted with ``transaction.version=0`` and
+  ``group.version=0`` and only the classic rebalance protocol enabled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onceflow.protocol import apis
+from onceflow.reference import KafkaCluster
+from onceflow.reference.tools import java_command
+from tests.support.reference import SHARED_SETTINGS, Target
+
+MAIN = "dev.onceflow.reference.ClientCheck"
+RUN_TIMEOUT_S = 300
+RECORDS = 300
+
+#: The requests of a transactional producer: which of them are sent, and at which versions,
+#: tells transactions v1 (AddPartitionsToTxn, EndTxn <= 4) from v2 (neither: Produce >= 12 adds
+#: the partition, EndTxn 5).
+TXN_APIS = ("INIT_PRODUCER_ID", "ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "TXN_OFFSET_COMMIT", "END_TXN")
+
+_SENT = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=(\w+), apiVersion=(\d+)")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one ClientCheck run printed, and the requests its clients sent."""
+
+    result: dict[str, Any]
+    sent: dict[str, set[int]]  # API (Kafka's enum name) -> the versions it was sent at
+
+    def txn_requests(self) -> dict[str, set[int]]:
+        return {api: versions for api, versions in self.sent.items() if api in TXN_APIS}
+
+
+def client_check(mode: str, bootstrap: str, *args: str, log_dir: Path) -> Run:
+    """Run ClientCheck in its own JVM (bounded) with NetworkClient's requests logged to a file."""
+    request_log = log_dir / f"requests-{mode}-{len(list(log_dir.iterdir()))}.log"
+    cmd = java_command(MAIN, [mode, bootstrap, *args], jvm_options=[f"-Donceflow.requestLog={request_log}"],
+                       logging="log4j2-requests.properties")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines, f"ClientCheck {mode} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
+    sent: dict[str, set[int]] = {}
+    if request_log.exists():
+        for match in _SENT.finditer(request_log.read_text(errors="replace")):
+            sent.setdefault(match.group(2), set()).add(int(match.group(3)))
+    return Run(json.loads(lines[-1]), sent)
+
+
+@pytest.fixture(scope="module")
+def kafka_without_features(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """Apache Kafka 4.3.1 as a broker without KIP-848 and without transactions v2."""
+    overrides = {**SHARED_SETTINGS, "group.coordinator.rebalance.protocols": "classic"}
+    with KafkaCluster(overrides=overrides, heap="512m", features={"transaction.version": 0, "group.version": 0},
+                      data_dir=tmp_path_factory.mktemp("kafka-without-features")) as cluster:
+        yield Target("kafka-without-features", cluster.bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def ctp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Target], Run]:
+    """``ctp_runs(target)``: the consume-transform-produce run against that broker, made once per
+    module (a run is a JVM and a few dozen transactions) and shared by the tests reading it."""
+    runs: dict[str, Run] = {}
+    log_dir = tmp_path_factory.mktemp("ctp-requests")
+
+    def run(target: Target) -> Run:
+        if target.name not in runs:
+            runs[target.name] = client_check("ctp", target.bootstrap_servers, f"java-ctp-{target.name}-{uuid.uuid4().hex[:8]}", str(RECORDS),
+                                             log_dir=log_dir)
+        return runs[target.name]
+
+    return run
+
+
+def test_consume_transform_produce_is_exactly_once(target: Target, ctp_runs: Callable[[Target], Run]) -> None:
+    run = ctp_runs(target)
+    result = run.result
+    assert result["client_version"] == "4.3.1"
+    assert result["exactly_once"], result
+    assert (result["inputs"], result["outputs_committed"], result["distinct"], result["missing"], result["duplicates"]) \
+        == (RECORDS, RECORDS, RECORDS, 0, 0)
+    assert result["aborted_transactions"] == 1 and result["committed_transactions"] >= 1
+    # The aborted attempt's records are in the log (read_uncommitted sees them), never committed.
+    assert result["outputs_read_uncommitted"] == RECORDS + result["aborted_records"] > RECORDS
+    assert result["group_offsets_at_input_end"] and result["group_offsets_total"] == RECORDS
+    # A classic group (JoinGroup/SyncGroup), and the offsets committed through the transaction with
+    # the group's generation and member id (TxnOffsetCommit v3+, KIP-447).
+    assert "JOIN_GROUP" in run.sent and "SYNC_GROUP" in run.sent and "CONSUMER_GROUP_HEARTBEAT" not in run.sent
+    assert min(run.sent["TXN_OFFSET_COMMIT"]) >= 3
+    assert "OFFSET_COMMIT" not in run.sent, "offsets go only through the transaction"
+
+
+def test_ctp_results_are_the_same_on_both_brokers(onceflow_target: Target, kafka_target: Target,
+                                                  ctp_runs: Callable[[Target], Run]) -> None:
+    # How many transactions it took depends on how polls batch records, not on the broker.
+    volatile = {"committed_transactions", "aborted_records", "outputs_read_uncommitted"}
+    onceflow, kafka = (
+        {k: v for k, v in ctp_runs(t).result.items() if k not in volatile} for t in (onceflow_target, kafka_target)
+    )
+    assert onceflow == kafka
+
+
+def test_the_client_negotiates_the_highest_version_both_sides_know(onceflow_target: Target, kafka_target: Target,
+                                                                    tmp_path: Path) -> None:
+    onceflow = client_check("versions", onceflow_target.bootstrap_servers, log_dir=tmp_path).result
+    kafka = client_check("versions", kafka_target.bootstrap_servers, log_dir=tmp_path).result
+    assert onceflow["error_code"] == kafka["error_code"] == 0
+    served = {apis.api_name(key): bounds for key, bounds in apis.SUPPORTED.items()}
+    for api, usable in onceflow["usable"].items():
+        if api not in served:
+            assert usable is None, f"{api} is not served by Onceflow"
+            continue
+        # The client's highest version, capped at Onceflow's ceiling; Kafka serves at least as much.
+        client_max = kafka["usable"][api]
+        assert usable == min(client_max, served[api][1]), api
+        assert kafka["broker"][api][1] >= served[api][1], f"{api}: Onceflow serves a version Kafka 4.3.1 does not"
+        # The advertised floors are Kafka's, Produce's v0 included (KAFKA-18659: advertised, refused).
+        assert onceflow["broker"][api][0] == kafka["broker"][api][0], api
+    # No feature is finalized: to the client this is a broker without transaction.version (so
+    # transactions v1), group.version, or any other feature.
+    assert onceflow["finalized_features"] == {} and onceflow["supported_features"] == {}
+    assert kafka["finalized_features"]["transaction.version"] == 2
+
+
+def test_the_ctp_loop_uses_transactions_v1_as_with_kafka_without_transaction_version_2(
+        onceflow_target: Target, kafka_target: Target, kafka_without_features: Target,
+        ctp_runs: Callable[[Target], Run]) -> None:
+    onceflow, kafka, without = (ctp_runs(t) for t in (onceflow_target, kafka_target, kafka_without_features))
+    assert without.result["exactly_once"]
+    # Transactions v1 on Onceflow, request for request and version for version as on a Kafka
+    # broker without transaction.version 2: AddPartitionsToTxn v3, EndTxn v4, TxnOffsetCommit v4.
+    assert onceflow.txn_requests() == without.txn_requests()
+    assert onceflow.txn_requests()["ADD_PARTITIONS_TO_TXN"] == {3}
+    assert onceflow.txn_requests()["END_TXN"] == {4}
+    # The transactional producer's Produce stays at v11 on both (v12+ belongs to transactions v2).
+    assert max(onceflow.sent["PRODUCE"]) == 11 and 11 in without.sent["PRODUCE"]
+    # Against Kafka 4.3.1 with its default transaction.version=2 the same client uses v2: no
+    # AddPartitionsToTxn or AddOffsetsToTxn, EndTxn v5, Produce v13.
+    assert "ADD_PARTITIONS_TO_TXN" not in kafka.sent and "ADD_OFFSETS_TO_TXN" not in kafka.sent
+    assert kafka.sent["END_TXN"] == {5} and max(kafka.sent["PRODUCE"]) >= 12
+
+
+def test_the_kip848_consumer_protocol_fails_as_on_kafka_without_it(
+        onceflow_target: Target, kafka_target: Target, kafka_without_features: Target, unique: Callable[[str], str],
+        tmp_path: Path) -> None:
+    def attempt(target: Target) -> dict[str, Any]:
+        return client_check("consumer-protocol", target.bootstrap_servers, unique("kip848"), log_dir=tmp_path).result
+
+    onceflow, without, kafka = attempt(onceflow_target), attempt(kafka_without_features), attempt(kafka_target)
+    # Kafka 4.3.1 as it ships serves the new protocol: the consumer reads its three records.
+    assert kafka["ok"] and kafka["records"] == 3, kafka
+    # Without it, the consumer's poll fails at once with the same clear exception on both.
+    for result in (onceflow, without):
+        assert not result["ok"] and result["records"] == 0
+        assert result["error_class"] == "org.apache.kafka.common.errors.UnsupportedVersionException"
+        assert "does not support the new CONSUMER group protocol" in result["error"]
+        assert "group.protocol=classic" in result["error"]
+    assert (onceflow["error_class"], onceflow["error"]) == (without["error_class"], without["error"])
