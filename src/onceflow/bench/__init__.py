@@ -6,13 +6,15 @@
     onceflow bench consume          [--records 1000000] [--isolation read_uncommitted|read_committed]
     onceflow bench read-committed   [--records 200000] [--records-per-txn 100]
     onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
-    onceflow bench pipeline         [--payments 200000] [--master local[2,4]]   (the Spark payments pipeline)
+    onceflow bench pipeline         [--payments 200000] [--master local[2,4]] [--baseline at-least-once|spark-kafka]
     onceflow bench source           [--records 1000000] [--master local[2]]      (the Spark source alone)
+    onceflow bench compare          [--brokers onceflow,kafka,kafka-fsync]        (side by side with Apache Kafka)
 
 Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
-``onceflow broker`` as a separate process on a free loopback port with a
-temporary data directory), ``--partitions 6``, ``--record-size 1024``,
-``--topic NAME``, ``--json``.
+``--broker onceflow|kafka|kafka-fsync`` as a separate process on a free loopback
+port with a temporary data directory; the Kafka ones are Apache Kafka from the
+reference Maven project, with its defaults or fsyncing every write),
+``--partitions 6``, ``--record-size 1024``, ``--topic NAME``, ``--json``.
 
 Figures are record values (payload bytes) per second.  ``read-committed``
 fills a topic with transactions of which every other one is aborted, then
@@ -32,6 +34,7 @@ from dataclasses import asdict
 
 from .recovery import bench_recovery
 from .workloads import (
+    BROKERS,
     DEFAULT_PARTITIONS,
     DEFAULT_RECORD_SIZE,
     Result,
@@ -40,19 +43,23 @@ from .workloads import (
     bench_produce,
     bench_read_committed,
     bench_txn_produce,
-    broker_process,
     count_records,
     create_topic,
+    started_broker,
 )
 
 __all__ = ["add_arguments", "run_bench"]
 
-WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "pipeline", "source"]
+WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "pipeline", "source",
+             "compare"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", choices=WORKLOADS)
     parser.add_argument("--bootstrap-servers", help="benchmark this broker instead of starting one")
+    parser.add_argument("--broker", default="onceflow", choices=list(BROKERS),
+                        help="the broker to start when --bootstrap-servers is not given")
+    parser.add_argument("--brokers", default=",".join(BROKERS), help="compare: the brokers to run side by side")
     parser.add_argument("--topic", help="topic to use (default: a fresh one)")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
     parser.add_argument("--record-size", type=int, default=DEFAULT_RECORD_SIZE)
@@ -68,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
     parser.add_argument("--log-mib", type=int, default=2048, help="recovery: size of the log to recover")
     parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
+    parser.add_argument("--baseline", default="at-least-once", choices=["at-least-once", "spark-kafka"],
+                        help="pipeline: what exactly-once is compared with: onceflow's sink at-least-once, or "
+                             "Spark's own Kafka sink (spark-sql-kafka-0-10, from the reference Maven project)")
     parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
     parser.add_argument("--segment-mib", type=int, default=64, help="recovery: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -82,7 +92,9 @@ def run_bench(args: argparse.Namespace) -> int:
     elif args.workload == "pipeline":
         from .pipeline import bench_pipeline
 
-        results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override)
+        results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override, args.baseline)
+    elif args.workload == "compare":
+        return _compare(args)
     elif args.workload == "source":
         from .pipeline import bench_source
 
@@ -91,7 +103,7 @@ def run_bench(args: argparse.Namespace) -> int:
     else:
         topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
         with contextlib.ExitStack() as stack:
-            bootstrap = args.bootstrap_servers or stack.enter_context(broker_process(args.override))
+            bootstrap = args.bootstrap_servers or stack.enter_context(started_broker(args.broker, args.override)).bootstrap
             create_topic(bootstrap, topic, args.partitions)
             results = _run(args, bootstrap, topic)
     for result in results:
@@ -119,3 +131,18 @@ def _run(args: argparse.Namespace, bootstrap: str, topic: str) -> list[Result]:
         print(f"(filled the topic: {filled.line()})", file=sys.stderr)
         available = count_records(bootstrap, topic)
     return [bench_consume(bootstrap, topic, wanted, args.isolation)]
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import as_json, compare, table
+
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    unknown = [b for b in brokers if b not in BROKERS]
+    if unknown:
+        print(f"onceflow bench: --brokers: unknown {', '.join(unknown)} (choose from {', '.join(BROKERS)})", file=sys.stderr)
+        return 2
+    rows = compare(brokers, args.override, args.partitions, args.record_size, args.seconds, args.records or 1_000_000,
+                   args.transactions, args.records_per_txn or 10, args.commit_interval_ms, args.linger_ms,
+                   lambda line: print(line, file=sys.stderr, flush=True))
+    print(as_json(rows) if args.json else table(rows))
+    return 0

@@ -53,15 +53,60 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The brokers a benchmark can start: Onceflow (every acks=all write fsynced before it is
+#: answered), Apache Kafka with its defaults (acks=all means in every in-sync replica's page
+#: cache; no fsync), and Apache Kafka told to fsync every write as Onceflow does.
+BROKERS = {
+    "onceflow": {},
+    "kafka": {},
+    "kafka-fsync": {"log.flush.interval.messages": "1"},
+}
+
+
+@dataclass
+class BenchBroker:
+    """A broker a benchmark started: its address, and its processes for their CPU time."""
+
+    name: str
+    bootstrap: str
+    pids: tuple[int, ...]
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time its processes have used so far (all their threads)."""
+        total = 0
+        for pid in self.pids:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+        return total / os.sysconf("SC_CLK_TCK")
+
+
+def _settings(items: list[str] | None) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in items or [])
+
+
 @contextlib.contextmanager
-def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
-    """Run ``onceflow broker`` in a child process on a free port; yield its address."""
+def started_broker(name: str = "onceflow", overrides: list[str] | None = None) -> Iterator[BenchBroker]:
+    """Start one of ``BROKERS`` on a free loopback port with a temporary data directory.
+
+    Apache Kafka comes from the reference Maven project (``onceflow.reference``), one KRaft node
+    with Kafka's own JVM options and a 1 GiB heap, as ``kafka-server-start.sh`` runs it."""
+    if name not in BROKERS:
+        raise ValueError(f"--broker must be one of {', '.join(BROKERS)}, not {name!r}")
+    settings = {**BROKERS[name], **_settings(overrides)}
+    if name != "onceflow":
+        from ..reference import KafkaCluster
+
+        with KafkaCluster(overrides=settings) as cluster:
+            pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
+            yield BenchBroker(name, cluster.bootstrap_servers, pids)
+        return
     data_dir = tempfile.mkdtemp(prefix="onceflow-bench-")
     port = free_port()
     cmd = [sys.executable, "-m", "onceflow", "--log-level", "WARNING", "broker", "--data-dir", data_dir,
            "--listen", f"127.0.0.1:{port}"]
-    for item in overrides or []:
-        cmd += ["-o", item]
+    for key, value in settings.items():
+        cmd += ["-o", f"{key}={value}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -73,7 +118,7 @@ def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
                 break
         if "ready on" not in line:
             raise RuntimeError("the broker did not start")
-        yield f"127.0.0.1:{port}"
+        yield BenchBroker(name, f"127.0.0.1:{port}", (proc.pid,))
     finally:
         proc.terminate()
         try:
@@ -82,6 +127,13 @@ def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
             proc.kill()
             proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
+    """Run ``onceflow broker`` in a child process on a free port; yield its address."""
+    with started_broker("onceflow", overrides) as broker:
+        yield broker.bootstrap
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -183,6 +183,12 @@ class KafkaCluster:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
         replicas = str(self.size)
         isr = "2" if self.size >= 3 else "1"
+        # The internal topics' replication must fit the cluster; the rest is set only for three
+        # nodes, so that a one-node broker reports Kafka's defaults as defaults.
+        cluster = {
+            "default.replication.factor": replicas,
+            "min.insync.replicas": isr,
+        } if self.size > 1 else {}
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -196,8 +202,7 @@ class KafkaCluster:
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": isr,
-            "default.replication.factor": replicas,
-            "min.insync.replicas": isr,
+            **cluster,
             "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": isr,
             **self.overrides,

@@ -10,6 +10,7 @@ pom or a Java source is newer.  A file lock keeps two processes from building at
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -36,8 +37,10 @@ def reference_dir() -> Path:
     return path
 
 
+@functools.cache
 def java_binary() -> str:
-    """The ``java`` to run, after checking it is Java 17 or newer."""
+    """The ``java`` to run, after checking it is Java 17 or newer (once per process: the check
+    is a JVM start, and every ``java_command`` asks)."""
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).exists():
