@@ -54,7 +54,7 @@ reference-suite: $(STAMP) check-java reference
 	$(BIN)/python -m pytest -q tests/reference $(PYTEST_ARGS)
 
 # Kafka's exactly-once system test (TransactionalMessageCopier through SIGKILLed brokers), long:
-# 20000 records, 4 copiers, 12 bounces of Onceflow; then the same records through Apache Kafka.
+# 30000 records, 4 copiers, 12 bounces of Onceflow; then the same records through Apache Kafka.
 bounce: $(STAMP) check-java reference
 	ONCEFLOW_BOUNCE_LONG=1 $(BIN)/python -m pytest -q tests/reference/test_transactions_bounce.py $(PYTEST_ARGS)
 
