@@ -38,6 +38,7 @@ from tests.support.txn_wire import (
     end_txn,
     fetch,
     find_transaction_coordinator,
+    hw_and_lso,
     idempotent_batch,
     init_idempotent,
     init_producer_id_raw,
@@ -47,27 +48,13 @@ from tests.support.txn_wire import (
     produce,
     txn_batch,
     visible_values,
+    wait_hw_and_lso,
+    wait_txn_state,
 )
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
 
 TIMEOUT = 30
-
-
-def _offsets(client: WireClient, topic: str, partition: int = 0) -> tuple[int, int]:
-    """(high watermark, last stable offset) as ListOffsets answers them."""
-    return (list_offset(client, topic, partition, READ_UNCOMMITTED), list_offset(client, topic, partition, READ_COMMITTED))
-
-
-def _wait_offsets(client: WireClient, topic: str, expected: tuple[int, int], partition: int = 0) -> None:
-    """Markers are written after EndTxn is answered: wait for them to reach the partition."""
-    wait_for(lambda: _offsets(client, topic, partition) == expected, interval=0.05,
-             what=lambda: f"(HW, LSO) of {topic}-{partition} to be {expected}, is {_offsets(client, topic, partition)}")
-
-
-def _wait_state(client: WireClient, transactional_id: str, state: str) -> None:
-    wait_for(lambda: describe_transaction(client, transactional_id).transaction_state == state, interval=0.05,
-             what=lambda: f"{transactional_id} to be {state}: {describe_transaction(client, transactional_id)}")
 
 
 # -- commit and abort -------------------------------------------------------------
@@ -82,20 +69,20 @@ def test_commit_and_abort_on_the_wire_leave_the_same_log(target: Target, unique:
 
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, epoch, 0, [b"c1", b"c2"]), tid) == (ErrorCode.none, 0)
-        assert _offsets(client, topic) == (2, 0), "the open transaction holds the LSO at its first offset"
+        assert hw_and_lso(client, topic) == (2, 0), "the open transaction holds the LSO at its first offset"
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (3, 3))  # two records and the COMMIT marker
+        wait_hw_and_lso(client, topic, (3, 3))  # two records and the COMMIT marker
 
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, epoch, 2, [b"a1", b"a2", b"a3"]), tid) == (ErrorCode.none, 3)
         assert end_txn(client, tid, pid, epoch, commit=False) == ErrorCode.none
-        _wait_offsets(client, topic, (7, 7))
+        wait_hw_and_lso(client, topic, (7, 7))
 
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, epoch, 5, [b"c3"]), tid) == (ErrorCode.none, 7)
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (9, 9))
-        _wait_state(client, tid, "CompleteCommit")
+        wait_hw_and_lso(client, topic, (9, 9))
+        wait_txn_state(client, tid, "CompleteCommit")
 
         ru = fetch(client, topic, 0, READ_UNCOMMITTED)
         assert [(b.base_offset, b.last_offset, b.control, b.transactional, b.producer_epoch) for b in ru.batches] == [
@@ -172,13 +159,13 @@ def test_clients_commit_and_abort(target: Target, unique: Callable[[str], str], 
     make_ready_topic(target.bootstrap_servers, topic)
     CLIENTS[client_name](target.bootstrap_servers, tid, topic, [([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)])
     with WireClient(target.bootstrap_servers) as client:
-        _wait_offsets(client, topic, (7, 7))
+        wait_hw_and_lso(client, topic, (7, 7))
         ru = fetch(client, topic, 0, READ_UNCOMMITTED)
         assert [(b.base_offset, b.last_offset) for b in ru.batches if b.control] == [(2, 2), (4, 4), (6, 6)]
         (pid,) = {b.producer_id for b in ru.batches}
         assert fetch(client, topic, 0, READ_COMMITTED).aborted == ((pid, 3),)
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"c1", b"c2", b"c3"]
-        _wait_state(client, tid, "CompleteCommit")
+        wait_txn_state(client, tid, "CompleteCommit")
     assert read_all(target.bootstrap_servers, topic, [0], "read_committed") == [b"c1", b"c2", b"c3"]
     assert read_all(target.bootstrap_servers, topic, [0], "read_uncommitted") == [b"c1", b"c2", b"a1", b"c3"]
 
@@ -200,7 +187,7 @@ def test_a_new_instance_fences_the_old_one_on_the_wire(target: Target, unique: C
         assert first.error_code == ErrorCode.concurrent_transactions
         new_pid, new_epoch = init_transactional(client, tid)
         assert (new_pid, new_epoch) == (pid, epoch + 2)
-        _wait_offsets(client, topic, (2, 2))  # the zombie's record and the ABORT marker
+        wait_hw_and_lso(client, topic, (2, 2))  # the zombie's record and the ABORT marker
         ru = fetch(client, topic, 0, READ_UNCOMMITTED)
         assert [(b.base_offset, b.control, b.producer_epoch) for b in ru.batches] == [(0, False, epoch), (1, True, epoch + 1)]
         assert fetch(client, topic, 0, READ_COMMITTED).aborted == ((pid, 0),)
@@ -216,7 +203,7 @@ def test_a_new_instance_fences_the_old_one_on_the_wire(target: Target, unique: C
         assert add_partitions(client, tid, pid, new_epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, new_epoch, 0, [b"successor"]), tid) == (ErrorCode.none, 2)
         assert end_txn(client, tid, pid, new_epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (4, 4))
+        wait_hw_and_lso(client, topic, (4, 4))
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"successor"]
 
 
@@ -255,7 +242,7 @@ def test_the_broker_aborts_a_transaction_past_its_timeout(target: Target, unique
         wait_for(lambda: describe_transaction(client, tid).transaction_state == "CompleteAbort", timeout=20, interval=0.1,
                  what="the timed-out transaction to be aborted")
         assert describe_transaction(client, tid).producer_epoch == epoch + 1
-        _wait_offsets(client, topic, (3, 3))
+        wait_hw_and_lso(client, topic, (3, 3))
         marker = fetch(client, topic, 0, READ_UNCOMMITTED).batches[-1]
         assert (marker.base_offset, marker.control, marker.producer_epoch) == (2, True, epoch + 1)
         assert fetch(client, topic, 0, READ_COMMITTED).aborted == ((pid, 0),)
@@ -277,7 +264,7 @@ def test_librdkafka_after_its_transaction_timed_out(target: Target, unique: Call
     with WireClient(target.bootstrap_servers) as client:
         wait_for(lambda: describe_transaction(client, tid).transaction_state == "CompleteAbort", timeout=20, interval=0.1,
                  what="the timed-out transaction to be aborted")
-        _wait_offsets(client, topic, (2, 2))
+        wait_hw_and_lso(client, topic, (2, 2))
     with pytest.raises(KafkaException) as err:
         producer.commit_transaction(TIMEOUT)
     error: KafkaError = err.value.args[0]
@@ -301,9 +288,9 @@ def test_read_committed_stops_at_the_first_open_transaction(target: Target, uniq
         pid_p, epoch_p = init_idempotent(client)
         assert produce(client, topic, 0, idempotent_batch(pid_p, epoch_p, 0, [b"plain"])) == (ErrorCode.none, 1)
         assert produce(client, topic, 0, txn_batch(pid_b, epoch_b, 0, [b"b1"]), tid_b) == (ErrorCode.none, 2)
-        assert _offsets(client, topic) == (3, 0)
+        assert hw_and_lso(client, topic) == (3, 0)
         assert end_txn(client, tid_b, pid_b, epoch_b, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (4, 0))  # b's commit sits behind a's open transaction
+        wait_hw_and_lso(client, topic, (4, 0))  # b's commit sits behind a's open transaction
 
         rc = fetch(client, topic, 0, READ_COMMITTED)
         assert (rc.high_watermark, rc.last_stable_offset, rc.batches) == (4, 0, ())
@@ -313,16 +300,16 @@ def test_read_committed_stops_at_the_first_open_transaction(target: Target, uniq
         # A second transaction of b's, after a's: the LSO still waits for a.
         assert add_partitions(client, tid_b, pid_b, epoch_b, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid_b, epoch_b, 1, [b"b2"]), tid_b) == (ErrorCode.none, 4)
-        assert _offsets(client, topic) == (5, 0)
+        assert hw_and_lso(client, topic) == (5, 0)
 
         assert end_txn(client, tid_a, pid_a, epoch_a, commit=False) == ErrorCode.none
-        _wait_offsets(client, topic, (6, 4))  # a's ABORT at 5; b's second transaction is open from 4
+        wait_hw_and_lso(client, topic, (6, 4))  # a's ABORT at 5; b's second transaction is open from 4
         assert fetch(client, topic, 0, READ_COMMITTED).aborted == ((pid_a, 0),)
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"plain", b"b1"]
         assert read_all(target.bootstrap_servers, topic, [0], "read_committed") == [b"plain", b"b1"]
 
         assert end_txn(client, tid_b, pid_b, epoch_b, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (7, 7))
+        wait_hw_and_lso(client, topic, (7, 7))
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"plain", b"b1", b"b2"]
     assert read_all(target.bootstrap_servers, topic, [0], "read_committed") == [b"plain", b"b1", b"b2"]
 
@@ -336,10 +323,10 @@ def test_librdkafka_open_transaction_holds_back_a_plain_write(target: Target, un
     assert producer.flush(TIMEOUT) == 0
     produce_plain(target.bootstrap_servers, topic, [b"plain"], partition=0)
     with WireClient(target.bootstrap_servers) as client:
-        assert _offsets(client, topic) == (2, 0)
+        assert hw_and_lso(client, topic) == (2, 0)
         assert read_all(target.bootstrap_servers, topic, [0], "read_committed") == []
         producer.commit_transaction(TIMEOUT)
-        _wait_offsets(client, topic, (3, 3))
+        wait_hw_and_lso(client, topic, (3, 3))
     assert read_all(target.bootstrap_servers, topic, [0], "read_committed") == [b"open", b"plain"]
 
 
@@ -376,15 +363,15 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
         assert produce(client, topic, 1, txn_batch(pid, epoch, 1, [b"y"])) == (ErrorCode.transactional_id_authorization_failed, -1)
         # A non-transactional write by the producer while its transaction is open on the partition.
         assert produce(client, topic, 1, idempotent_batch(pid, epoch, 1, [b"y"])) == (ErrorCode.invalid_txn_state, -1)
-        assert _offsets(client, topic, 0) == (0, 0)
-        assert _offsets(client, topic, 1) == (1, 0)
+        assert hw_and_lso(client, topic, 0) == (0, 0)
+        assert hw_and_lso(client, topic, 1) == (1, 0)
 
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (2, 2), partition=1)
+        wait_hw_and_lso(client, topic, (2, 2), partition=1)
         # After the commit, partition 1 is not in a transaction any more either.
         assert produce(client, topic, 1, txn_batch(pid, epoch, 1, [b"after"]), tid) == (ErrorCode.invalid_txn_state, -1)
         assert visible_values(client, topic, 1, READ_COMMITTED) == [b"in"]
-        assert _offsets(client, topic, 0) == (0, 0)
+        assert hw_and_lso(client, topic, 0) == (0, 0)
 
 
 # -- the coordinator's answers to requests out of turn ------------------------------------
@@ -428,10 +415,10 @@ def test_the_coordinator_refuses_requests_out_of_turn(target: Target, unique: Ca
         # A committed transaction: retrying the commit is fine, aborting it is not.
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_state(client, tid, "CompleteCommit")
+        wait_txn_state(client, tid, "CompleteCommit")
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
         assert end_txn(client, tid, pid, epoch, commit=False) == ErrorCode.invalid_txn_state
-        _wait_offsets(client, topic, (1, 1))  # the one COMMIT marker
+        wait_hw_and_lso(client, topic, (1, 1))  # the one COMMIT marker
 
         # KIP-360: a producer whose transaction the broker aborted on timeout asks for its id back
         # with its old epoch.  Here the brokers differ by design: Kafka 4 ends timed-out

@@ -32,33 +32,21 @@ from tests.support.txn_wire import (
     end_txn,
     fetch,
     find_transaction_coordinator,
+    hw_and_lso,
     idempotent_batch,
     init_idempotent,
     init_transactional,
-    list_offset,
     list_transactions,
     make_ready_topic,
     produce,
     txn_batch,
     visible_values,
+    wait_hw_and_lso,
+    wait_txn_state,
     write_txn_markers,
 )
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
-
-
-def _offsets(client: WireClient, topic: str, partition: int = 0) -> tuple[int, int]:
-    return (list_offset(client, topic, partition, READ_UNCOMMITTED), list_offset(client, topic, partition, READ_COMMITTED))
-
-
-def _wait_offsets(client: WireClient, topic: str, expected: tuple[int, int], partition: int = 0) -> None:
-    wait_for(lambda: _offsets(client, topic, partition) == expected, interval=0.05,
-             what=lambda: f"(HW, LSO) of {topic}-{partition} to be {expected}, is {_offsets(client, topic, partition)}")
-
-
-def _wait_state(client: WireClient, transactional_id: str, state: str) -> None:
-    wait_for(lambda: describe_transaction(client, transactional_id).transaction_state == state, interval=0.05,
-             what=lambda: f"{transactional_id} to be {state}: {describe_transaction(client, transactional_id)}")
 
 
 def _summary(d: object) -> tuple[object, ...]:
@@ -95,18 +83,18 @@ def test_describe_transactions_through_a_transactions_life(target: Target, uniqu
 
         assert produce(client, topic_a, 1, txn_batch(pid, epoch, 0, [b"x"]), tid) == (ErrorCode.none, 0)
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_state(client, tid, "CompleteCommit")
+        wait_txn_state(client, tid, "CompleteCommit")
         committed = describe_transaction(client, tid)
         assert _summary(committed) == (ErrorCode.none, tid, "CompleteCommit", 45_000, pid, epoch, [])
         assert committed.transaction_start_time == ongoing.transaction_start_time
 
         assert add_partitions(client, tid, pid, epoch, topic_b, [0]) == {0: ErrorCode.none}
         assert end_txn(client, tid, pid, epoch, commit=False) == ErrorCode.none
-        _wait_state(client, tid, "CompleteAbort")
+        wait_txn_state(client, tid, "CompleteAbort")
         assert _summary(describe_transaction(client, tid)) == (ErrorCode.none, tid, "CompleteAbort", 45_000, pid, epoch, [])
         # Nothing was ever written to topic_b, but it was in both transactions: a marker each.
-        _wait_offsets(client, topic_b, (2, 2))
-        _wait_offsets(client, topic_a, (2, 2), partition=1)
+        wait_hw_and_lso(client, topic_b, (2, 2))
+        wait_hw_and_lso(client, topic_a, (2, 2), partition=1)
 
 
 def test_list_transactions_with_state_producer_and_duration_filters(target: Target, unique: Callable[[str], str]) -> None:
@@ -122,8 +110,8 @@ def test_list_transactions_with_state_producer_and_duration_filters(target: Targ
                 assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
             if name in ("commit", "abort"):
                 assert end_txn(client, tid, pid, epoch, commit=name == "commit") == ErrorCode.none
-        _wait_state(client, ids["commit"], "CompleteCommit")
-        _wait_state(client, ids["abort"], "CompleteAbort")
+        wait_txn_state(client, ids["commit"], "CompleteCommit")
+        wait_txn_state(client, ids["abort"], "CompleteAbort")
         ours = {tid: name for name, tid in ids.items()}
 
         def listed(**filters: object) -> tuple[ErrorCode, tuple[str, ...], list[tuple[str, int, str]]]:
@@ -172,7 +160,7 @@ def test_describe_producers_follows_an_open_transaction(target: Target, unique: 
 
         assert producers() == {idem_pid: (idem_epoch, 1, -1, -1), pid: (epoch, 2, -1, 2)}
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (6, 6))
+        wait_hw_and_lso(client, topic, (6, 6))
         after = producers()
         coordinator_epoch = after[pid][2]
         assert coordinator_epoch >= 0, "the COMMIT marker carries the coordinator's epoch"
@@ -199,12 +187,12 @@ def test_kafka_transactions_abort_ends_an_open_transaction(target: Target, uniqu
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, epoch, 0, [b"h1", b"h2"]), tid) == (ErrorCode.none, 1)
         assert produce(client, topic, 0, idempotent_batch(idem_pid, idem_epoch, 1, [b"p2"])) == (ErrorCode.none, 3)
-        assert _offsets(client, topic) == (4, 1)
+        assert hw_and_lso(client, topic) == (4, 1)
 
         run_java("kafka-transactions", ["--bootstrap-server", bs, "abort", "--topic", topic, "--partition", "0",
                                         "--start-offset", "1"], check=True)
 
-        _wait_offsets(client, topic, (5, 5))
+        wait_hw_and_lso(client, topic, (5, 5))
         assert fetch(client, topic, 0, READ_COMMITTED).aborted == ((pid, 1),)
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"p1", b"p2"]
         marker = fetch(client, topic, 0, READ_UNCOMMITTED).batches[-1]
@@ -217,8 +205,8 @@ def test_kafka_transactions_abort_ends_an_open_transaction(target: Target, uniqu
         # The producer then commits: the coordinator writes its COMMIT marker, which ends nothing
         # on the partition; the aborted records stay aborted.
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_state(client, tid, "CompleteCommit")
-        _wait_offsets(client, topic, (6, 6))
+        wait_txn_state(client, tid, "CompleteCommit")
+        wait_hw_and_lso(client, topic, (6, 6))
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"p1", b"p2"]
         assert visible_values(client, topic, 0, READ_UNCOMMITTED) == [b"p1", b"h1", b"h2", b"p2"]
 
@@ -235,7 +223,7 @@ def test_write_txn_markers_by_hand(target: Target, unique: Callable[[str], str])
         assert add_partitions(client, tid, pid, epoch, topic, [0]) == {0: ErrorCode.none}
         assert produce(client, topic, 0, txn_batch(pid, epoch, 0, [b"c"]), tid) == (ErrorCode.none, 0)
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
-        _wait_offsets(client, topic, (2, 2))
+        wait_hw_and_lso(client, topic, (2, 2))
         (entry,) = describe_producers(client, topic, 0).active_producers
         coordinator_epoch = entry.coordinator_epoch
 
@@ -247,7 +235,7 @@ def test_write_txn_markers_by_hand(target: Target, unique: Callable[[str], str])
             {0: ErrorCode.transaction_coordinator_fenced}
         assert write_txn_markers(client, pid, epoch, False, coordinator_epoch, unique("no-such-topic"), [0]) == \
             {0: ErrorCode.unknown_topic_or_partition}
-        assert _offsets(client, topic) == (3, 2), "nothing was written"
+        assert hw_and_lso(client, topic) == (3, 2), "nothing was written"
         assert write_txn_markers(client, pid, epoch, False, coordinator_epoch, topic, [0]) == {0: ErrorCode.none}
-        _wait_offsets(client, topic, (4, 4))
+        wait_hw_and_lso(client, topic, (4, 4))
         assert visible_values(client, topic, 0, READ_COMMITTED) == [b"c"]

@@ -304,3 +304,19 @@ def write_txn_markers(client: WireClient, producer_id: int, epoch: int, commit: 
         topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=tuple(i32(p) for p in partitions)),),
         coordinator_epoch=i32(coordinator_epoch)),)))
     return {p.partition_index: p.error_code for m in response.markers for t in m.topics for p in t.partitions}
+
+
+def hw_and_lso(client: WireClient, topic: str, partition: int = 0) -> tuple[int, int]:
+    """(high watermark, last stable offset) as ListOffsets answers them."""
+    return (list_offset(client, topic, partition, READ_UNCOMMITTED), list_offset(client, topic, partition, READ_COMMITTED))
+
+
+def wait_hw_and_lso(client: WireClient, topic: str, expected: tuple[int, int], partition: int = 0) -> None:
+    """Markers are written after EndTxn is answered: wait for them to reach the partition."""
+    wait_for(lambda: hw_and_lso(client, topic, partition) == expected, interval=0.05,
+             what=lambda: f"(HW, LSO) of {topic}-{partition} to be {expected}, is {hw_and_lso(client, topic, partition)}")
+
+
+def wait_txn_state(client: WireClient, transactional_id: str, state: str) -> None:
+    wait_for(lambda: describe_transaction(client, transactional_id).transaction_state == state, interval=0.05,
+             what=lambda: f"{transactional_id} to be {state}: {describe_transaction(client, transactional_id)}")
