@@ -111,8 +111,8 @@ def table(rows: list[Row]) -> str:
                 continue
             if "onceflow" in values and values.get(b):
                 ratio = values["onceflow"] / values[b]
-                # Latency: lower is better, so the ratio says how many times slower Onceflow is.
-                ratios.append(f"{ratio:.2f}x {'slower' if unit.startswith('commit') else ''}".strip())
+                # Latency: lower is better (a ratio under 1 means Onceflow answers sooner).
+                ratios.append(f"{ratio:.2f}x{' (latency)' if unit.startswith('commit') else ''}")
             else:
                 ratios.append("")
         cpu = [f"{cells[b].broker_cpu_s} + {cells[b].client_cpu_s}" if b in cells else "" for b in brokers]
