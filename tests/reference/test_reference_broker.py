@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
 
 from onceflow.reference import KafkaCluster, run_java
 from tests.support.kafka import consume_all
 from tests.support.reference import Target
+from tests.support.waiting import wait_for
 
 
 def test_the_same_topic_round_trip_on_both_brokers(target: Target, unique: Callable[[str], str]) -> None:
@@ -44,7 +45,15 @@ def test_three_node_cluster_keeps_acknowledged_writes_through_a_sigkill() -> Non
                              "enable.idempotence": True, "log_level": 0})
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic("replicated", 1)])["replicated"].result(60)
-        md = admin.list_topics("replicated", timeout=30).topics["replicated"].partitions[0]
+
+        def partition_zero() -> PartitionMetadata | None:
+            # CreateTopics answers once the controller has committed the topic; the broker that
+            # answers Metadata may not have the partition yet (seen in CI: no partition 0).
+            partitions = admin.list_topics("replicated", timeout=30).topics["replicated"].partitions
+            md = partitions.get(0)
+            return md if md is not None and md.leader >= 0 and len(md.isrs) == 3 else None
+
+        md = wait_for(partition_zero, timeout=60, interval=0.1, what="partition 0 with three in-sync replicas")
         assert len(md.replicas) == 3
         for i in range(50):
             producer.produce("replicated", f"a{i}".encode())

@@ -76,7 +76,7 @@ def main(bootstrap: str, source: str, sink: str, group: str, transactional_id: s
             producer.flush(30)
             say("produced")
             positions = consumer.position(consumer.assignment())
-            _resuming(lambda: producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30))
+            _resuming(lambda p=positions: producer.send_offsets_to_transaction(p, consumer.consumer_group_metadata(), 30))
             say("offsets")
             _resuming(lambda: producer.commit_transaction(30))
         except KafkaException as exc:

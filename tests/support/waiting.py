@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.02,
-             what: str | Callable[[], str] = "condition") -> object:
+def wait_for(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.02,
+             what: str | Callable[[], str] = "condition") -> T:
     """Poll ``condition`` until it returns something truthy, and return that; fail after ``timeout``
     seconds.  ``interval`` is the pause between calls (0 when the condition blocks by itself, a
     consumer's poll say); ``what`` names the condition in the failure, or makes its text then."""
