@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="run the broker")
     b.add_argument("--data-dir", default="./.onceflow/data", help="where logs and metadata live (default ./.onceflow/data)")
-    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092), help="HOST:PORT to serve and advertise (default 127.0.0.1:9092)")
+    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092), help="HOST:PORT to serve, and to advertise unless advertised.listeners is set (default 127.0.0.1:9092)")
     b.add_argument("--config", help="a Kafka server.properties file")
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
     b.set_defaults(func=cmd_broker)

@@ -116,6 +116,23 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
 
+def _advertised_listeners(values: list[str]) -> bool:
+    return advertised_address(values) is not None
+
+
+def advertised_address(listeners: list[str]) -> tuple[str, int] | None:
+    """The (host, port) of the one ``PLAINTEXT://host:port`` entry of an ``advertised.listeners``
+    list, the only listener Onceflow serves (other entries, SSL and so on, are not served);
+    None if there is not exactly one."""
+    found = []
+    for listener in listeners:
+        name, sep, address = listener.partition("://")
+        host, _, port = address.rpartition(":")
+        if name.upper() == "PLAINTEXT" and sep and host and port.isdigit() and 0 < int(port) < 65536:
+            found.append((host.strip("[]"), int(port)))
+    return found[0] if len(found) == 1 else None
+
+
 def _cleanup_policy(values: list[str]) -> bool:
     return bool(values) and all(v in ("delete", "compact") for v in values)
 
@@ -128,6 +145,7 @@ AUTO_CREATE_TOPICS_ENABLE: Final[ConfigDef[bool]] = ConfigDef("auto.create.topic
 DELETE_TOPIC_ENABLE: Final[ConfigDef[bool]] = ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics.")
 NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("num.partitions", ConfigType.INT, 1, "Partitions of an auto-created topic.", _at_least(1))
 DEFAULT_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("default.replication.factor", ConfigType.INT, 1, "Replication factor of an auto-created topic (only 1 on a single broker).", _one_of(1))  # type: ignore[arg-type]
+ADVERTISED_LISTENERS: Final[ConfigDef[list[str] | None]] = ConfigDef("advertised.listeners", ConfigType.LIST, None, "PLAINTEXT://HOST:PORT clients are told to connect to (Metadata, FindCoordinator, DescribeCluster) when it is not the address the broker listens on, as behind a proxy; other listeners in the list are not served.", _advertised_listeners)
 MESSAGE_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("message.max.bytes", ConfigType.INT, 1048588, "Largest record batch the broker accepts.", _at_least(0))
 SOCKET_REQUEST_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("socket.request.max.bytes", ConfigType.INT, 104857600, "Largest request frame; a larger one closes the connection.", _at_least(1))
 QUEUED_MAX_REQUESTS: Final[ConfigDef[int]] = ConfigDef("queued.max.requests", ConfigType.INT, 500, "Requests a single connection may have in flight before the broker stops reading from it.", _at_least(1))
@@ -180,6 +198,7 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     DELETE_TOPIC_ENABLE,
     NUM_PARTITIONS,
     DEFAULT_REPLICATION_FACTOR,
+    ADVERTISED_LISTENERS,
     MESSAGE_MAX_BYTES,
     SOCKET_REQUEST_MAX_BYTES,
     QUEUED_MAX_REQUESTS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
@@ -13,9 +15,14 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.static.primitive import i8
 
 from tests.support.broker import BrokerProcess
 from tests.support.waiting import wait_for
+from tests.support.wire import WireClient
 
 TIMEOUT = 30
 
@@ -122,3 +129,18 @@ def test_describe_cluster(broker_process: BrokerProcess) -> None:
     cluster = client.describe_cluster().result(TIMEOUT)
     assert [node.id for node in cluster.nodes] == [1]
     assert cluster.controller.id == 1 and cluster.cluster_id
+
+
+def test_advertised_listeners_is_the_address_clients_are_given(make_broker_process: Any) -> None:
+    """Behind a proxy the broker listens on one address and tells clients another: Metadata,
+    DescribeCluster and FindCoordinator all answer with ``advertised.listeners``."""
+    broker = make_broker_process(**{"advertised.listeners": "PLAINTEXT://proxy.example:19092"})
+    with WireClient(broker.bootstrap_servers) as c:
+        metadata = c.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False))
+        assert [(b.host, b.port) for b in metadata.brokers] == [("proxy.example", 19092)]
+        cluster = c.request(DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                   endpoint_type=i8(1)))
+        assert [(b.host, b.port) for b in cluster.brokers] == [("proxy.example", 19092)]
+        coordinator = c.request(FindCoordinatorRequest(key="g", key_type=i8(0)))
+        assert (coordinator.host, coordinator.port) == ("proxy.example", 19092)

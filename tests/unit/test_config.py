@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.config import BrokerConfig, ConfigError, TopicConfig, parse_properties, validate_topic_configs
+from onceflow.config import (
+    ADVERTISED_LISTENERS,
+    BrokerConfig,
+    ConfigError,
+    TopicConfig,
+    advertised_address,
+    parse_properties,
+    validate_topic_configs,
+)
 
 
 def test_kafka_defaults() -> None:
@@ -55,3 +63,14 @@ def test_topic_configs_fall_back_to_broker_synonyms() -> None:
 
 def test_parse_properties_forms() -> None:
     assert parse_properties("a=1\nb: 2\nc 3\n! x\nd=\n") == {"a": "1", "b": "2", "c": "3", "d": ""}
+
+
+def test_advertised_listeners_name_the_one_plaintext_address() -> None:
+    assert BrokerConfig()[ADVERTISED_LISTENERS] is None  # Kafka's default: advertise the listen address
+    cfg = BrokerConfig({"advertised.listeners": "SSL://h:9093, PLAINTEXT://proxy.local:19092"})
+    assert advertised_address(cfg[ADVERTISED_LISTENERS] or []) == ("proxy.local", 19092)
+    assert advertised_address(["PLAINTEXT://[::1]:9092"]) == ("::1", 9092)
+    for bad in ("proxy:19092", "PLAINTEXT://proxy", "PLAINTEXT://proxy:0", "SSL://h:1",
+                "PLAINTEXT://a:1,PLAINTEXT://b:2"):
+        with pytest.raises(ConfigError, match="advertised.listeners"):
+            BrokerConfig({"advertised.listeners": bad})

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..config import (
+    ADVERTISED_LISTENERS,
     LOG_CLEANER_BACKOFF_MS,
     LOG_CLEANER_ENABLE,
     LOG_RETENTION_CHECK_INTERVAL_MS,
@@ -38,6 +39,7 @@ from ..config import (
     TRANSACTION_STATE_LOG_NUM_PARTITIONS,
     TRANSACTION_STATE_LOG_SEGMENT_BYTES,
     BrokerConfig,
+    advertised_address,
 )
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
@@ -78,6 +80,8 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
+        #: Where clients are told to connect (``advertised.listeners``, else the listen address).
+        self.advertised_host, self.advertised_port = host, port
         self.clock: Clock = clock or SystemClock()
         self.node_id: int = config[NODE_ID]
         self.io = IoThread()
@@ -118,6 +122,9 @@ class Broker:
         )
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        listeners = self.config[ADVERTISED_LISTENERS]
+        advertised = advertised_address(listeners) if listeners else None
+        self.advertised_host, self.advertised_port = advertised or (self.host, self.port)
         self._tasks.append(loop.create_task(self._timers(), name="onceflow-timers"))
         log.info(
             "broker %d serving %s:%d (data in %s, cluster %s)",

@@ -33,8 +33,8 @@ class BrokerContext(Protocol):
     config: BrokerConfig
     clock: Clock
     node_id: int
-    host: str
-    port: int
+    advertised_host: str
+    advertised_port: int
     marker_writer: LocalMarkerWriter
 
     def create_topic(self, name: str, num_partitions: int, overrides: dict[str, Any], internal: bool = False) -> Topic: ...

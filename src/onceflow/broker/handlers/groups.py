@@ -77,7 +77,7 @@ def _find_one(broker: BrokerContext, key: str, key_type: int) -> tuple[ErrorCode
     except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
         log.error("cannot create %s: %s", topic, exc)
         return ErrorCode.coordinator_not_available, f"{topic} cannot be created: {exc}", -1, "", -1
-    return ErrorCode.none, None, broker.node_id, broker.host, broker.port
+    return ErrorCode.none, None, broker.node_id, broker.advertised_host, broker.advertised_port
 
 
 # -- Membership ---------------------------------------------------------------

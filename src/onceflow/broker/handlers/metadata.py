@@ -122,7 +122,7 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
         )
     fields: dict[str, Any] = {
         "throttle_time": NO_THROTTLE,
-        "brokers": (build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
+        "brokers": (build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None),),
         "cluster_id": registry.cluster_id,
         "controller_id": broker.node_id,
         "topics": tuple(topics),
@@ -210,7 +210,7 @@ def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Conne
         endpoint_type=1,
         cluster_id=broker.registry.cluster_id,
         controller_id=broker.node_id,
-        brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=broker.host, port=broker.port, rack=None),),
+        brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None),),
         cluster_authorized_operations=_ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
