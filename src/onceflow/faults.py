@@ -12,7 +12,13 @@ Points (named where they are reached):
   to <State> (``PrepareCommit``, ``PrepareAbort``, ``CompleteCommit``...) is
   durable, but the coordinator has not been told yet;
 * ``marker``: a COMMIT/ABORT marker has been appended to one partition of a
-  transaction, before the markers of its other partitions are written.
+  transaction, before the markers of its other partitions are written;
+* ``segment-roll``: a partition has opened its new segment, before the
+  producer-state snapshot at its base is written;
+* ``compaction-swap``: the cleaner's new segment is renamed ``.swap`` (the
+  swap's commit point), the old segments are still there;
+* ``compaction-delete``: the old segments are deleted, the new one is still
+  named ``.swap``.
 
 Spark tasks run in worker processes that Spark starts once per session, so
 their faults are armed while they run: ``ONCEFLOW_FAULT_DIR`` names a

@@ -279,3 +279,13 @@ def test_the_existing_commands_are_still_there() -> None:
     args = parser.parse_args(["txn", "list", "--state", "Ongoing", "PrepareCommit", "--producer-id", "7"])
     assert (args.state, args.producer_id, args.min_duration_ms) == (["Ongoing", "PrepareCommit"], [7], None)
     assert parser.parse_args(["topics", "create", "t", "--config", "a=1", "b=2"]).config == [("a", "1"), ("b", "2")]
+
+
+def test_the_broker_crash_demo_passes_its_own_check() -> None:
+    """``onceflow demo broker-crash``: its own broker process, SIGKILLed and restarted; it exits 0
+    only if every acknowledged order arrived exactly once."""
+    proc = subprocess.run([sys.executable, "-m", "onceflow", "demo", "broker-crash"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+    assert "5. killed the broker with SIGKILL" in proc.stdout
+    assert "OK: all 10000 acknowledged orders were delivered exactly once" in proc.stdout

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -238,3 +239,35 @@ def test_a_committed_value_survives_an_aborted_one_whose_abort_is_segments_later
     wait_for(lambda: cleaned_through(directory, min(last.values())), what="the cleaner to pass the ABORT marker")
     assert value_of_k() == [b"committed"]
     assert b"aborted" not in [v for _, _, v in disk_records(directory)]
+
+
+@pytest.mark.parametrize("fault", ["compaction-swap", "compaction-delete"])
+def test_a_crash_inside_the_cleaners_swap_recovers_every_latest_value(make_broker_process: Any, fault: str) -> None:
+    """The broker dies between the steps of swapping a cleaned segment in (``.swap`` written,
+    then old segments deleted): the restart finishes the swap, and every key still reads its
+    latest value, once, at its original offset."""
+    broker = make_broker_process(**{**FAST_CLEANER, "log.cleaner.enable": "false"})
+    bs = broker.bootstrap_servers
+    make_topic(bs, "swapped", 1, **{"cleanup.policy": "compact", "segment.bytes": "4096"})
+    keys = [f"k{i}".encode() for i in range(8)]
+    updates = [(k, f"{r}:".encode() + b"." * 80) for r in range(60) for k in keys]
+    last = produce_keyed(bs, "swapped", updates)
+    broker.overrides["log.cleaner.enable"] = "true"  # the cleaner's first pass dies at the crash point
+    broker.env = {"ONCEFLOW_FAULT": fault}
+    broker.restart()
+    assert broker.wait_exit() == 137, "the broker died at the crash point"
+    assert f"crashing at {fault}" in broker.log()
+
+    broker.env = {}
+    broker.start()
+    directory = partition_dir(broker, "swapped")
+    assert not list(directory.glob("*.swap")) and not list(directory.glob("*.cleaned")), "the swap was finished or undone"
+    seen = read_partition(bs, "swapped")
+    offsets = [o for o, _, _ in seen]
+    assert offsets == sorted(set(offsets)), "offsets increase, none twice"
+    latest = {key: (offset, value) for offset, key, value in seen}
+    assert latest == {k: (last[k], b"59:" + b"." * 80) for k in keys}, "every key's latest value, at its offset"
+    produce_keyed(bs, "swapped", [(f"filler-{i}".encode(), b"." * 80) for i in range(100)])  # roll past the updates
+    wait_for(lambda: cleaned_through(directory, max(last.values())), what="the cleaner to finish after the restart")
+    survivors = sorted((k, o) for o, k, _ in read_partition(bs, "swapped") if k in last)
+    assert survivors == sorted((k, last[k]) for k in keys), "after the cleaner's next pass, one record per key"

@@ -61,7 +61,7 @@ def test_a_crash_inside_commit_or_abort_leaves_the_transaction_whole(broker_proc
     producer.init_transactions(TIMEOUT)
     producer.begin_transaction()
     values = [f"{fault}-{p}".encode() for p in PARTITIONS]
-    for p, v in zip(PARTITIONS, values):
+    for p, v in zip(PARTITIONS, values, strict=True):
         producer.produce("out", v, partition=p)
     producer.send_offsets_to_transaction([TopicPartition("in", 0, 10)], group_metadata, TIMEOUT)
     producer.flush(TIMEOUT)
@@ -217,3 +217,42 @@ def test_consume_transform_produce_stays_exactly_once_while_the_broker_is_killed
     output = read_all(bs, "ctp-out", PARTITIONS, "read_committed")
     assert sorted(output) == sorted(v.upper() for v in inputs), \
         f"{len(output)} outputs for {len(inputs)} inputs: every input exactly once"
+
+
+def test_a_crash_inside_a_segment_roll_keeps_idempotent_writes_exactly_once(broker_process: BrokerProcess) -> None:
+    """The broker dies just after opening a new segment, before the producer-state snapshot at
+    its base: the restart rebuilds producer state from the older snapshot and the log, so the
+    idempotent producer's retries of its in-flight batches are recognised as duplicates."""
+    bs = broker_process.bootstrap_servers
+    make_topic(bs, "rolled", 2, **{"segment.bytes": "2048"})
+    broker_process.env = {"ONCEFLOW_FAULT": "segment-roll@4"}
+    broker_process.restart()
+    values = [f"r{i:04d}-".encode() + b"." * 90 for i in range(400)]
+    acked: list[bytes] = []
+    errors: list[object] = []
+
+    def report(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append(msg.value())  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 2,
+                         "message.timeout.ms": 120000, "log_level": 0})
+
+    def send() -> None:
+        for i, value in enumerate(values):  # small batches, so that the segments roll often
+            producer.produce("rolled", value, partition=i % 2, on_delivery=report)
+            if i % 16 == 15:
+                producer.flush(TIMEOUT)
+
+    sending = threading.Thread(target=send, daemon=True)
+    sending.start()
+    assert broker_process.wait_exit() == 137, "the broker died at the crash point"
+    assert "crashing at segment-roll" in broker_process.log()
+    broker_process.env = {}
+    broker_process.start()
+    sending.join(TIMEOUT)
+    assert producer.flush(TIMEOUT * 2) == 0 and not errors, errors
+    assert sorted(acked) == sorted(values)
+    assert sorted(read_all(bs, "rolled", [0, 1], "read_uncommitted")) == sorted(values), "each record once"

@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
+
+from ..broker.process import broker_process
 
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
@@ -34,55 +30,6 @@ RECORDS = 10_000
 TIMEOUT_S = 60
 #: librdkafka logs every closed connection; the demo closes them on purpose.
 QUIET = {"log.connection.close": False}
-
-
-class BrokerProcess:
-    """``onceflow broker`` as a child process on a free loopback port, with a temporary data directory."""
-
-    def __init__(self, data_dir: str | None = None) -> None:
-        from ..bench.workloads import free_port
-
-        self.data_dir = data_dir or tempfile.mkdtemp(prefix="onceflow-demo-")
-        self.log_path = os.path.join(os.path.dirname(self.data_dir.rstrip("/")), "broker.log") if data_dir else \
-            os.path.join(self.data_dir, "..", f"onceflow-demo-broker-{os.getpid()}.log")
-        self.port = free_port()
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "onceflow", "--log-level", "WARNING", "broker", "--data-dir", self.data_dir,
-               "--listen", self.bootstrap, "-o", "group.initial.rebalance.delay.ms=0"]
-        with open(self.log_path, "a") as log:  # the broker's own log, beside its data
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "ready on" not in line:
-            raise RuntimeError("the broker did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(TIMEOUT_S)
-
-    def stop(self, keep: bool = False) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(TIMEOUT_S)
-        if not keep:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def broker_process() -> Iterator[BrokerProcess]:
-    proc = BrokerProcess()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def _say(text: str) -> None:

@@ -111,13 +111,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
-    from .broker_crash import BrokerProcess
+    from ..broker.process import BrokerProcess
 
     with contextlib.ExitStack() as stack:
         broker: BrokerProcess | None = None
         bootstrap = args.bootstrap_servers
         if bootstrap is None:
-            broker = BrokerProcess(data_dir=str(workdir / "broker"))
+            broker = BrokerProcess(workdir / "broker", log_path=workdir / "broker.log")
             broker.start()
             stack.callback(broker.stop, keep=args.keep)
             bootstrap = broker.bootstrap

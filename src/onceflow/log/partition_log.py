@@ -80,6 +80,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import faults
 from ..config import PRODUCER_ID_EXPIRATION_MS, TopicConfig
 from ..fileio import fsync_dir
 from ..protocol.errors import ErrorCode
@@ -469,6 +470,7 @@ class PartitionLog:
         old.flush_all()
         segment = Segment(self.dir, old.next_offset, now_ms, self.writer)  # OSError: nothing changed
         self._add_segment(segment)
+        faults.crash_point("segment-roll")  # a new, empty segment; no snapshot at its base yet
         try:
             self.producer_state.take_snapshot(segment.base_offset)  # restart replays from here, not from the start
         except OSError as exc:  # a full disk: a crash would replay from an older snapshot, nothing worse
@@ -715,9 +717,11 @@ class PartitionLog:
             return None
         rename_segment_files(self.dir, base_offset, CLEANED_SUFFIX, SWAP_SUFFIX)
         fsync_dir(self.dir)
+        faults.crash_point("compaction-swap")  # committed: recovery finishes the swap
         self.writer.barrier()  # no write or fsync may still target a file about to be closed
         for segment in old:
             segment.delete()
+        faults.crash_point("compaction-delete")  # old segments gone, the new one still named .swap
         rename_segment_files(self.dir, base_offset, SWAP_SUFFIX, "")
         fsync_dir(self.dir)
         new = Segment(self.dir, base_offset, now_ms, self.writer)
