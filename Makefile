@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test check unit integration fuzz reference-suite bounce bench check-java reference clean
+.PHONY: all install demo test check unit integration fuzz reference-suite bounce chaos bench check-java reference clean
 
 all: test
 
@@ -48,6 +48,13 @@ integration: $(STAMP)
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest -q tests/fuzz $(PYTEST_ARGS)
+
+# The long chaos campaign (docs/reliability.md): 100 kills, 20 pauses, 20 connection resets,
+# 5 crashes in segment rolls and 5 in the cleaner's swap, 5 full disks (a tmpfs: root), checked.
+CHAOS_ARGS ?= --seconds 900 --kills 100 --pauses 20 --resets 20 --crash-rolls 5 --crash-compactions 5 \
+              --disk-fulls 5 --disk-mib 64 --seed 2026
+chaos: $(STAMP)
+	$(BIN)/onceflow --log-level WARNING chaos $(CHAOS_ARGS)
 
 # The same scenarios against Onceflow and Apache Kafka, Kafka's own tools, the Java client.
 reference-suite: $(STAMP) check-java reference

@@ -3,6 +3,7 @@
     onceflow broker [--data-dir DIR] [--listen HOST:PORT] [--config server.properties] [-o key=value ...]
     onceflow demo [payments|broker-crash] [--payments N] [--no-faults] [--keep] [--bootstrap-servers HOST:PORT]
     onceflow bench produce|consume [...]
+    onceflow chaos [--seconds S] [--kills N] [--pauses N] [--resets N] [--crash-rolls N] [...]
     onceflow topics list|describe|create|delete [...]
     onceflow groups list|describe [...]
     onceflow txn list|describe|producers|find-hanging|abort [...]
@@ -85,6 +86,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from .chaos.command import main as chaos_main
+
+    return chaos_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
     parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
@@ -93,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="run the broker")
     b.add_argument("--data-dir", default="./.onceflow/data", help="where logs and metadata live (default ./.onceflow/data)")
-    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092), help="HOST:PORT to serve, and to advertise unless advertised.listeners is set (default 127.0.0.1:9092)")
+    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092),
+                   help="HOST:PORT to serve (default 127.0.0.1:9092); also advertised, unless advertised.listeners says otherwise")
     b.add_argument("--config", help="a Kafka server.properties file")
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
     b.set_defaults(func=cmd_broker)
@@ -111,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench import add_arguments
 
     add_arguments(sub.add_parser("bench", help="throughput benchmarks (confluent-kafka as the load generator)"))
+
+    from .chaos.command import add_arguments as add_chaos_arguments
+
+    c = sub.add_parser("chaos", help="a workload under faults (kills, pauses, resets, crash points, full disk), "
+                                     "its history checked for lost, duplicated, aborted and torn data")
+    add_chaos_arguments(c)
+    c.set_defaults(func=cmd_chaos)
 
     from .tools import register
 

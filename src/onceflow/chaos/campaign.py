@@ -1,0 +1,144 @@
+"""``onceflow chaos``: one campaign = a broker, the workload, scheduled faults, then the checker.
+
+Theory of operation: the campaign starts ``onceflow broker`` in a work directory with small
+segments everywhere (the internal topics included) and a quick cleaner, so that rolls and
+compactions happen many times in a short run; puts the TCP proxy in front of it when
+connection resets are asked for (the broker then advertises the proxy); starts the workload
+(``workload.Workload``) and the nemesis (``nemesis.Nemesis``) with its seeded schedule; after
+``seconds`` it heals the broker, lets the workload finish (every transaction ended, final reads
+recorded) and checks the history (``checker.check``).  The history (``history.jsonl``), the
+report (``report.json``) and the broker's log stay in the work directory.
+
+With ``--bootstrap-servers`` the workload and the checker run against any Kafka-protocol
+broker, without faults (the campaign cannot kill a broker it did not start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..broker.process import BrokerProcess
+from .checker import Report, check
+from .history import Recorder
+from .nemesis import Nemesis, Schedule
+from .proxy import TcpProxy
+from .workload import Plan, Workload
+
+#: What the campaign's broker runs with: every segment small and the cleaner quick, so that a
+#: two-minute run rolls and compacts (``__consumer_offsets`` and ``__transaction_state``
+#: included) many times; killed transactions are aborted soon after their timeout.
+BROKER_SETTINGS = {
+    "log.segment.bytes": "16384",
+    "offsets.topic.segment.bytes": "16384",
+    "transaction.state.log.segment.bytes": "16384",
+    "log.cleaner.backoff.ms": "500",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
+
+@dataclass
+class Options:
+    seconds: float = 120.0
+    faults: dict[str, int] = field(default_factory=lambda: {"kill": 10})
+    seed: int = 1
+    workdir: Path | None = None
+    bootstrap_servers: str | None = None
+    #: Put the data directory on a tmpfs of this many MiB (root only); needed by disk-full.
+    disk_mib: int | None = None
+    pause_s: float = 12.0
+    plan: Plan = field(default_factory=Plan)
+
+
+@dataclass
+class Outcome:
+    report: Report
+    faults: dict[str, int]
+    crash_points_reached: int
+    seconds: float
+    workdir: Path
+    errors: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.report.valid and not self.errors
+
+    def summary(self) -> str:
+        lines = [f"onceflow chaos: {self.seconds:.0f} s, faults {self.faults or 'none'}"
+                 + (f" ({self.crash_points_reached} crash points reached)" if self.crash_points_reached else ""),
+                 self.report.summary()]
+        lines += [f"workload error: {e}" for e in self.errors]
+        lines.append(f"history, report and broker log in {self.workdir}")
+        lines.append("PASS: no anomaly" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="onceflow-chaos-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    rng = random.Random(options.seed)
+    with contextlib.ExitStack() as stack:
+        recorder = stack.enter_context(Recorder(workdir / "history.jsonl"))
+        broker = proxy = nemesis = None
+        bootstrap = options.bootstrap_servers
+        if bootstrap is None:
+            data_root = stack.enter_context(_small_disk(workdir / "disk", options.disk_mib)) if options.disk_mib else workdir
+            broker = BrokerProcess(data_root / "data", overrides=BROKER_SETTINGS, log_path=workdir / "broker.log")
+            if options.faults.get("reset"):
+                proxy = stack.enter_context(contextlib.closing(TcpProxy(("127.0.0.1", broker.port)).start()))
+                broker.overrides["advertised.listeners"] = f"PLAINTEXT://{proxy.address}"
+            broker.start()
+            stack.callback(broker.stop, keep=True)
+            bootstrap = proxy.address if proxy else broker.bootstrap
+            nemesis = Nemesis(broker, recorder, rng, proxy=proxy, pause_s=options.pause_s)
+            progress(f"broker {broker.bootstrap} (pid {broker.pid}), data in {broker.data_dir}"
+                     + (f", clients through the proxy on {proxy.address}" if proxy else ""))
+        elif any(options.faults.values()):
+            raise ValueError("faults need a broker the campaign starts itself: leave out --bootstrap-servers")
+        workload = Workload(bootstrap, options.plan, recorder, options.seed)
+        workload.create_topics()
+        workload.start()
+        schedule = Schedule.spread(options.faults, options.seconds, rng)
+        progress(f"workload running for {options.seconds:.0f} s with {len(schedule.items)} faults (seed {options.seed})")
+        stop = threading.Event()
+        if nemesis is not None:
+            faulting = threading.Thread(target=nemesis.run, args=(schedule, stop, lambda k: progress(f"fault: {k}")),
+                                        name="chaos-nemesis", daemon=True)
+            faulting.start()
+            stop.wait(options.seconds)
+            stop.set()
+            faulting.join(options.pause_s + 120)
+            nemesis.heal()
+        else:
+            stop.wait(options.seconds)
+        progress("faults over: waiting for every transaction to end, then the final reads")
+        workload.finish()
+        report = check(recorder.events())
+        outcome = Outcome(report, dict(nemesis.done) if nemesis else {}, nemesis.crash_points_reached if nemesis else 0,
+                          time.monotonic() - started, workdir, workload.errors)
+        (workdir / "report.json").write_text(json.dumps({**report.to_json(), "faults": outcome.faults,
+                                                         "errors": outcome.errors, "seconds": outcome.seconds}, indent=1))
+    return outcome
+
+
+@contextlib.contextmanager
+def _small_disk(mount_point: Path, mib: int) -> Iterator[Path]:
+    """A tmpfs of ``mib`` MiB at ``mount_point`` (mount needs root), unmounted afterwards."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"--disk-mib: cannot mount a tmpfs at {mount_point} (root is needed): {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
