@@ -128,6 +128,60 @@ def test_kafka_topics_create_list_describe_alter_delete(target: Target, unique: 
     assert topic not in tool("kafka-topics", target, "--list").stdout.split()
 
 
+#: The APIs a Kafka client of either kind needs for everything Onceflow promises: every one must be
+#: "usable" to kafka-broker-api-versions (its client and the broker agree on a version).
+CORE_APIS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
+             "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "ApiVersions",
+             "CreateTopics", "DeleteTopics", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+             "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions",
+             "DescribeCluster", "DescribeProducers", "DescribeTransactions", "ListTransactions", "OffsetDelete")
+
+
+def test_kafka_configs_get_offsets_api_versions_and_delete_records(target: Target, unique: Callable[[str], str]) -> None:
+    topic = unique("tools-more")
+    tool("kafka-topics", target, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1")
+    altered = tool("kafka-configs", target, "--entity-type", "topics", "--entity-name", topic, "--alter",
+                   "--add-config", "retention.ms=7200000,segment.bytes=1048576")
+    assert altered.stdout.strip() == f"Completed updating config for topic {topic}."
+    described = tool("kafka-configs", target, "--entity-type", "topics", "--entity-name", topic, "--describe").stdout
+    lines = [line.strip() for line in described.splitlines()]
+    assert lines[0] == f"Dynamic configs for topic {topic} are:"
+    assert "retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000}" in lines
+    assert ("segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, "
+            "DEFAULT_CONFIG:log.segment.bytes=1073741824}") in lines
+    deleted = tool("kafka-configs", target, "--entity-type", "topics", "--entity-name", topic, "--alter",
+                   "--delete-config", "segment.bytes")
+    assert deleted.returncode == 0
+    described = tool("kafka-configs", target, "--entity-type", "topics", "--entity-name", topic, "--describe").stdout
+    assert "segment.bytes" not in described and "retention.ms=7200000" in described
+
+    producer = Producer({"bootstrap.servers": target.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    latest = tool("kafka-get-offsets", target, "--topic", topic).stdout.split()
+    assert sorted(latest) == [f"{topic}:0:5", f"{topic}:1:5"]
+    earliest = tool("kafka-get-offsets", target, "--topic", topic, "--time", "-2").stdout.split()
+    assert sorted(earliest) == [f"{topic}:0:0", f"{topic}:1:0"]
+
+    versions = tool("kafka-broker-api-versions", target).stdout
+    usable = {m.group(1) for m in re.finditer(r"^\s*(\w+)\(\d+\): .*\[usable: \d+\]", versions, re.M)}
+    assert set(CORE_APIS) <= usable, sorted(set(CORE_APIS) - usable)
+
+    offsets_file = f"/tmp/{topic}-delete.json"
+    with open(offsets_file, "w") as f:
+        f.write(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 3}}], "version": 1}}')
+    trimmed = tool("kafka-delete-records", target, "--offset-json-file", offsets_file, ok=False)
+    if target.is_kafka:
+        assert trimmed.returncode == 0 and "low_watermark: 3" in trimmed.stdout, trimmed.stdout
+    else:  # a known difference (README): DeleteRecords is not served, so the tool cannot run
+        assert "DeleteRecords" in versions and "UNSUPPORTED" in next(
+            line for line in versions.splitlines() if "DeleteRecords" in line)
+        assert trimmed.returncode != 0 or "low_watermark" not in trimmed.stdout
+        assert sorted(tool("kafka-get-offsets", target, "--topic", topic, "--time", "-2").stdout.split()) == \
+            [f"{topic}:0:0", f"{topic}:1:0"], "nothing was deleted"
+
+
 # -- kafka-consumer-groups -------------------------------------------------------------------------
 
 
