@@ -15,14 +15,20 @@ connections close (glibc keeps the freed heap), so only reuse is checked.
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import struct
 import time
 from pathlib import Path
 
+from kio.schema.fetch.v12 import request as fetch12
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
 from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic, produce
 from tests.support.waiting import wait_for
+from tests.support.wire import encode_request
 
 #: Idle connections to open: enough that 256 KiB each (250 MiB) stands far above noise.
 CONNECTIONS = 1000
@@ -137,3 +143,60 @@ def test_idle_connections_cost_a_few_kib_each(broker_process: BrokerProcess) -> 
           f"{rss_reopened / 2**20:.1f} MiB")
     assert rss_reopened - rss_closed < (rss_open - rss_before) / 2
     wait_for(lambda: open_fds(pid) == fds_idle, timeout=60, what="the broker to close its end of every connection")
+
+
+#: Fetches a client pipelines without reading one answer; each answer would be about 4 MiB.
+PIPELINED_FETCHES = 120
+#: What the broker may grow by under them: one fetch answer and the socket buffers, not 120.
+MAX_GROWTH_UNREAD = 64 << 20
+
+
+def fetch_everything(correlation_id: int, topic: str) -> bytes:
+    body = fetch12.FetchRequest(
+        replica_id=i32(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)), min_bytes=i32(1),
+        max_bytes=i32(8 << 20), isolation_level=i16(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(fetch12.FetchTopic(topic=topic, partitions=(fetch12.FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0), last_fetched_epoch=i32(-1),
+            log_start_offset=i64(-1), partition_max_bytes=i32(8 << 20)),)),),
+        forgotten_topics_data=(), rack_id="")
+    return encode_request(body, correlation_id)
+
+
+def send_until_refused(sock: socket.socket, frames: list[bytes]) -> int:
+    """Send frames until they are all sent or the broker stops reading (a send blocks for 3 s);
+    returns how many went."""
+    sock.settimeout(3)
+    for sent, frame in enumerate(frames):
+        try:
+            sock.sendall(frame)
+        except TimeoutError:
+            return sent
+    return len(frames)
+
+
+def test_a_client_that_never_reads_its_answers_cannot_grow_the_broker(broker_process: BrokerProcess) -> None:
+    """Kafka mutes a connection while its request is handled; Onceflow pipelines, but stops
+    reading and starting requests while the write buffer is full.  A client that pipelines
+    fetches of 4 MiB (each answer read from disk into memory) and reads nothing costs the broker
+    about one answer, not one per request; another client is served meanwhile."""
+    pid = broker_process.proc.pid  # type: ignore[union-attr]
+    make_topic(broker_process.bootstrap_servers, "unread", 1)
+    produce(broker_process.bootstrap_servers, "unread", [os.urandom(900_000) for _ in range(5)], partition=0)
+    with connect(broker_process.port) as warm:  # one fetch read to the end: its one-time costs are paid
+        warm.sendall(fetch_everything(1, "unread"))
+        (size,) = struct.unpack(">i", recv_exactly(warm, 4))
+        assert size > 4 << 20
+        recv_exactly(warm, size)
+    rss_before = rss_bytes(pid)
+
+    with connect(broker_process.port) as greedy:
+        sent = send_until_refused(greedy, [fetch_everything(i, "unread") for i in range(PIPELINED_FETCHES)])
+        peak = rss_before
+        for _ in range(30):  # the broker's peak over 3 s: unbounded, it would hold all 120 answers by then
+            peak = max(peak, rss_bytes(pid))
+            time.sleep(0.1)
+        grown = peak - rss_before
+        latency = api_versions_round_trip(broker_process.port)
+        print(f"\n{sent} pipelined 4 MiB fetches sent, none read; the broker's RSS grew {grown / 2**20:.1f} MiB "
+              f"at most; another client's ApiVersions took {latency * 1000:.2f} ms")
+        assert grown < MAX_GROWTH_UNREAD, f"the broker grew {grown >> 20} MiB for a client that reads nothing"

@@ -16,7 +16,11 @@ is written only once it and every slot before it are complete.
 
 Back-pressure: when a connection has ``queued.max.requests`` requests in
 flight, or the transport's write buffer is above its high-water mark, the
-connection stops reading until it drains.
+connection neither reads nor starts another request until it drains.  The
+frame reader's buffer is sized to about one frame, so a client that
+sends requests and never reads the answers costs the broker about one
+answer and the write buffer's high-water mark, not an answer per pipelined
+request (``tests/integration/test_connection_memory.py`` measures it).
 
 Failures stay on their connection: a frame that is too large or cannot be
 parsed, or an unknown API key or version, is logged in one line and closes
@@ -125,7 +129,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._process_frames()
 
     def _process_frames(self) -> None:
-        while not self._closing and len(self._slots) < self._max_in_flight:
+        while not self._closing and not self._blocked():
             try:
                 frame = self._reader.next_frame()
             except ProtocolError as exc:
@@ -197,10 +201,14 @@ class KafkaProtocol(asyncio.BufferedProtocol):
 
     # -- flow control and closing ---------------------------------------------
 
+    def _blocked(self) -> bool:
+        """No further request may start now (see Back-pressure above)."""
+        return self._write_paused or len(self._slots) >= self._max_in_flight
+
     def _update_reading(self) -> None:
         if self._transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._slots) >= self._max_in_flight
+        should_pause = self._blocked()
         if should_pause and not self._read_paused:
             self._read_paused = True
             self._transport.pause_reading()
