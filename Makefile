@@ -52,7 +52,7 @@ fuzz: $(STAMP)
 # The long chaos campaign (docs/reliability.md): 100 kills, 20 pauses, 20 connection resets,
 # 5 crashes in segment rolls and 5 in the cleaner's swap, 5 full disks (a tmpfs: root), checked.
 CHAOS_ARGS ?= --seconds 900 --kills 100 --pauses 20 --resets 20 --crash-rolls 5 --crash-compactions 5 \
-              --disk-fulls 5 --disk-mib 64 --seed 2026
+              --disk-fulls 5 --disk-mib 512 --seed 2026
 chaos: $(STAMP)
 	$(BIN)/onceflow --log-level WARNING chaos $(CHAOS_ARGS)
 

@@ -66,7 +66,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
         log.info("shutting down")
         await broker.stop()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except OSError as exc:  # the port taken, the data directory unreadable, no space left for recovery
+        log.error("onceflow broker cannot run: %s", exc)
+        return 1
     return 0
 
 

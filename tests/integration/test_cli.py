@@ -289,3 +289,12 @@ def test_the_broker_crash_demo_passes_its_own_check() -> None:
     assert proc.returncode == 0, f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
     assert "5. killed the broker with SIGKILL" in proc.stdout
     assert "OK: all 10000 acknowledged orders were delivered exactly once" in proc.stdout
+
+
+def test_a_broker_that_cannot_bind_its_port_says_so_in_one_line(broker_process: BrokerProcess, tmp_path: Any) -> None:
+    proc = subprocess.run([sys.executable, "-m", "onceflow", "broker", "--data-dir", str(tmp_path / "second"),
+                           "--listen", broker_process.bootstrap_servers], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "cannot run" in errors[0] and "address already in use" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -117,6 +117,8 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
             stop.wait(options.seconds)
             stop.set()
             faulting.join(options.pause_s + 120)
+            if nemesis.failure is not None:
+                workload.errors.append(f"the faults stopped early: {nemesis.failure}")
             nemesis.heal()
         else:
             stop.wait(options.seconds)

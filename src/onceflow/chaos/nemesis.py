@@ -27,6 +27,7 @@ import errno
 import logging
 import os
 import random
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ class Nemesis:
         self.disk_full_s = disk_full_s
         self.done: dict[str, int] = {}
         self.crash_points_reached = 0
+        #: Why the faults stopped early (the broker did not come back, say), or None.
+        self.failure: str | None = None
 
     def run(self, schedule: Schedule, stop: threading.Event, on_fault: object = None) -> None:
         """Inject every scheduled fault at its time, until ``stop``."""
@@ -84,7 +87,13 @@ class Nemesis:
         for at, kind in schedule.items:
             if stop.wait(max(0.0, start + at - time.monotonic())):
                 return
-            self.inject(kind)
+            try:
+                self.inject(kind)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the broker did not come back
+                self.failure = f"{kind}: {exc}"
+                self.recorder.complete(PROCESS, "fail", "fault", {"kind": kind, "error": str(exc)})
+                log.error("fault %s failed: %s", kind, exc)
+                return
             if callable(on_fault):
                 on_fault(kind)
 
