@@ -6,6 +6,7 @@
     onceflow bench consume          [--records 1000000] [--isolation read_uncommitted|read_committed]
     onceflow bench read-committed   [--records 200000] [--records-per-txn 100]
     onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
+    onceflow bench restart          [--log-mib 1024] [--partitions 6]     (the broker process, clean and SIGKILLed)
     onceflow bench pipeline         [--payments 200000] [--master local[2,4]] [--baseline at-least-once|spark-kafka]
     onceflow bench source           [--records 1000000] [--master local[2]]      (the Spark source alone)
     onceflow bench compare          [--brokers onceflow,kafka,kafka-fsync]        (side by side with Apache Kafka)
@@ -32,7 +33,7 @@ import sys
 import uuid
 from dataclasses import asdict
 
-from .recovery import bench_recovery
+from .recovery import bench_recovery, bench_restart
 from .workloads import (
     BROKERS,
     DEFAULT_PARTITIONS,
@@ -50,7 +51,7 @@ from .workloads import (
 
 __all__ = ["add_arguments", "run_bench"]
 
-WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "pipeline", "source",
+WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "restart", "pipeline", "source",
              "compare"]
 
 
@@ -73,13 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transactions", type=int, default=1000, help="commit-latency: how many")
     parser.add_argument("--records-per-txn", type=int, default=None, help="commit-latency (10), read-committed (100)")
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
-    parser.add_argument("--log-mib", type=int, default=2048, help="recovery: size of the log to recover")
+    parser.add_argument("--log-mib", type=int, default=2048, help="recovery, restart: size of the log to recover")
     parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
     parser.add_argument("--baseline", default="at-least-once", choices=["at-least-once", "spark-kafka"],
                         help="pipeline: what exactly-once is compared with: onceflow's sink at-least-once, or "
                              "Spark's own Kafka sink (spark-sql-kafka-0-10, from the reference Maven project)")
     parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
-    parser.add_argument("--segment-mib", type=int, default=64, help="recovery: segment.bytes, in MiB")
+    parser.add_argument("--segment-mib", type=int, default=64, help="recovery, restart: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
@@ -89,6 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     if args.workload == "recovery":
         results = [bench_recovery(args.log_mib, args.segment_mib, args.record_size)]
+    elif args.workload == "restart":
+        results = bench_restart(args.log_mib, args.partitions, args.record_size, args.segment_mib)
     elif args.workload == "pipeline":
         from .pipeline import bench_pipeline
 

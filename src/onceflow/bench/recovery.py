@@ -1,4 +1,15 @@
-"""``onceflow bench recovery``: how long a partition takes to open after a crash.
+"""``onceflow bench recovery`` and ``restart``: how long a partition, and a whole broker, take to
+come back.
+
+``restart`` is the broker process (``onceflow.broker.process``): it is started on a temporary
+data directory, timed from its start to its ``ready`` line once empty, then filled with
+``--log-mib`` of acks=all records spread over ``--partitions`` partitions of one topic, and
+timed again after a clean stop (SIGTERM: snapshots and the clean-shutdown marker written) and
+after a SIGKILL (recovery CRC-checks every partition's active segment and replays producer
+state from its newest snapshot).  What should stay flat as the log grows is the restart, not
+the fill.
+
+``recovery``, one partition alone, without a broker:
 
 No broker and no client: the benchmark writes one partition's log with
 ``PartitionLog`` on real files in a temporary directory (one idempotent
@@ -17,10 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..broker.process import BrokerProcess
 from ..config import BrokerConfig, TopicConfig
 from ..log.partition_log import PartitionLog
 from ..records.builder import build_batch
-from .workloads import Result
+from .workloads import Result, bench_produce, create_topic
 
 _NOW = 1_700_000_000_000
 _PRODUCER_ID = 1
@@ -59,3 +71,37 @@ def bench_recovery(log_mib: int, segment_mib: int, record_size: int) -> Result:
                       extra={"recovery ms": round(seconds * 1000, 1)})
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def bench_restart(log_mib: int, partitions: int, record_size: int, segment_mib: int) -> list[Result]:
+    """The broker's restart times, empty and then with ``log_mib`` of data: clean and after SIGKILL."""
+    directory = Path(tempfile.mkdtemp(prefix="onceflow-bench-restart-"))
+    broker = BrokerProcess(directory / "data", overrides={"log.segment.bytes": str(segment_mib << 20)},
+                           log_path=directory / "broker.log")
+    results: list[Result] = []
+    try:
+        broker.start()
+        results.append(_timed_restart(broker, "clean restart, empty", 0, clean=True))
+        create_topic(broker.bootstrap, "restart", partitions)
+        written = 0
+        while written < log_mib << 20:
+            seconds = max(1.0, ((log_mib << 20) - written) / 250e6)
+            written += bench_produce(broker.bootstrap, "restart", record_size, seconds, "all", 5).bytes
+        shape = f"{written / 2**20:,.0f} MiB in {partitions} partitions"
+        results.append(_timed_restart(broker, f"clean restart, {shape}", written, clean=True))
+        results.append(_timed_restart(broker, f"restart after SIGKILL, {shape}", written, clean=False))
+    finally:
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+    return results
+
+
+def _timed_restart(broker: BrokerProcess, name: str, size: int, clean: bool) -> Result:
+    if clean:
+        broker.stop(keep=True)
+    else:
+        broker.kill()
+    start = time.perf_counter()
+    broker.start(timeout=1800)
+    seconds = time.perf_counter() - start
+    return Result(name, records=0, bytes=size, seconds=seconds, rated=False)

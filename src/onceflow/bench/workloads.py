@@ -28,6 +28,8 @@ class Result:
     bytes: int
     seconds: float
     extra: dict[str, float] = field(default_factory=dict)
+    #: False for a figure that is a duration (a restart), not a rate over ``bytes``.
+    rated: bool = True
 
     @property
     def records_per_s(self) -> float:
@@ -38,6 +40,8 @@ class Result:
         return self.bytes / self.seconds / 1e6 if self.seconds else 0.0
 
     def line(self) -> str:
+        if not self.rated:
+            return f"{self.name}: {self.seconds:.2f} s"
         text = (
             f"{self.name}: {self.records} records, {self.bytes / 1e6:.1f} MB in {self.seconds:.2f} s: "
             f"{self.records_per_s:,.0f} records/s, {self.mb_per_s:.1f} MB/s"
