@@ -5,7 +5,7 @@ segments everywhere (the internal topics included) and a quick cleaner, so that 
 compactions happen many times in a short run; puts the TCP proxy in front of it when
 connection resets are asked for (the broker then advertises the proxy); starts the workload
 (``workload.Workload``) and the nemesis (``nemesis.Nemesis``) with its seeded schedule; after
-``seconds`` it heals the broker, lets the workload finish (every transaction ended, final reads
+``seconds`` and the last scheduled fault it heals the broker, lets the workload finish (every transaction ended, final reads
 recorded) and checks the history (``checker.check``).  The history (``history.jsonl``), the
 report (``report.json``) and the broker's log stay in the work directory.
 
@@ -114,9 +114,14 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
             faulting = threading.Thread(target=nemesis.run, args=(schedule, stop, lambda k: progress(f"fault: {k}")),
                                         name="chaos-nemesis", daemon=True)
             faulting.start()
-            stop.wait(options.seconds)
+            # Every scheduled fault is injected, even when pauses and restarts run past
+            # ``seconds``: the clients keep working until the last one (bounded: each fault
+            # takes at most a pause or a crash wait plus a restart).
+            faulting.join(options.seconds + len(schedule.items) * (options.pause_s + 150))
             stop.set()
-            faulting.join(options.pause_s + 120)
+            faulting.join(options.pause_s + 150)
+            if faulting.is_alive():
+                workload.errors.append("the faults did not finish in time")
             if nemesis.failure is not None:
                 workload.errors.append(f"the faults stopped early: {nemesis.failure}")
             nemesis.heal()
