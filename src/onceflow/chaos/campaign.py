@@ -9,8 +9,12 @@ connection resets are asked for (the broker then advertises the proxy); starts t
 recorded) and checks the history (``checker.check``).  The history (``history.jsonl``), the
 report (``report.json``) and the broker's log stay in the work directory.
 
-With ``--bootstrap-servers`` the workload and the checker run against any Kafka-protocol
-broker, without faults (the campaign cannot kill a broker it did not start).
+With ``--broker kafka`` the same campaign runs against one Apache Kafka node from the reference
+Maven project (``onceflow.reference``), with kills and pauses (the other faults need
+Onceflow's crash points, its advertised proxy or its tmpfs): the reference for what the
+workload and the checker see from a correct broker.  With ``--bootstrap-servers`` the workload
+and the checker run against any Kafka-protocol broker, without faults (the campaign cannot
+kill a broker it did not start).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import signal
 import subprocess
 import tempfile
 import threading
@@ -25,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..broker.process import BrokerProcess
 from .checker import Report, check
@@ -32,6 +38,12 @@ from .history import Recorder
 from .nemesis import Nemesis, Schedule
 from .proxy import TcpProxy
 from .workload import Plan, Workload
+
+#: The faults an Apache Kafka node can take here.
+KAFKA_FAULTS = ("kill", "pause")
+#: Kafka's settings for the campaign: the same quick abort of timed-out transactions.
+KAFKA_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+                  "group.initial.rebalance.delay.ms": "0"}
 
 #: What the campaign's broker runs with: every segment small and the cleaner quick, so that a
 #: two-minute run rolls and compacts (``__consumer_offsets`` and ``__transaction_state``
@@ -52,6 +64,8 @@ class Options:
     seed: int = 1
     workdir: Path | None = None
     bootstrap_servers: str | None = None
+    #: ``onceflow`` or ``kafka``: which broker the campaign starts (without ``bootstrap_servers``).
+    broker: str = "onceflow"
     #: Put the data directory on a tmpfs of this many MiB (root only); needed by disk-full.
     disk_mib: int | None = None
     pause_s: float = 12.0
@@ -90,7 +104,15 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
         recorder = stack.enter_context(Recorder(workdir / "history.jsonl"))
         broker = proxy = nemesis = None
         bootstrap = options.bootstrap_servers
-        if bootstrap is None:
+        if bootstrap is None and options.broker == "kafka":
+            unsupported = sorted(k for k, n in options.faults.items() if n and k not in KAFKA_FAULTS)
+            if unsupported:
+                raise ValueError(f"faults {unsupported} need Onceflow; against Kafka: {', '.join(KAFKA_FAULTS)}")
+            node = stack.enter_context(_kafka_node())
+            bootstrap = node.bootstrap
+            nemesis = Nemesis(node, recorder, rng, pause_s=options.pause_s)
+            progress(f"Apache Kafka on {bootstrap} (pid {node.pid}), data in {node.data_dir}")
+        elif bootstrap is None:
             data_root = stack.enter_context(_small_disk(workdir / "disk", options.disk_mib)) if options.disk_mib else workdir
             broker = BrokerProcess(data_root / "data", overrides=BROKER_SETTINGS, log_path=workdir / "broker.log")
             if options.faults.get("reset"):
@@ -135,6 +157,55 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
         (workdir / "report.json").write_text(json.dumps({**report.to_json(), "faults": outcome.faults,
                                                          "errors": outcome.errors, "seconds": outcome.seconds}, indent=1))
     return outcome
+
+
+class KafkaNode:
+    """One Apache Kafka node in the shape the nemesis drives (``nemesis.Broker``)."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.node = cluster.nodes[1]
+        self.env: dict[str, str] = {}
+        self.data_dir: Path = cluster.data_dir
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.cluster.bootstrap_servers)
+
+    @property
+    def pid(self) -> int | None:
+        return self.node.proc.pid if self.node.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.node.proc is not None and self.node.proc.poll() is None
+
+    def start(self) -> None:
+        self.cluster.restart(1)
+
+    def kill(self) -> None:
+        if self.node.proc is not None:
+            self.node.proc.send_signal(signal.SIGCONT)
+            self.cluster.kill(1)
+
+    def pause(self) -> None:
+        if self.alive():
+            self.node.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.alive():
+            self.node.proc.send_signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def _kafka_node() -> Iterator[KafkaNode]:
+    from ..reference import KafkaCluster
+
+    with KafkaCluster(overrides=KAFKA_SETTINGS) as cluster:
+        node = KafkaNode(cluster)
+        try:
+            yield node
+        finally:
+            node.resume()
 
 
 @contextlib.contextmanager

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--disk-mib", type=int, default=None, help="put the data directory on a tmpfs this big (root)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the workload and the fault schedule (default 1)")
     parser.add_argument("--workdir", type=Path, default=None, help="where the history, report and broker data go")
+    parser.add_argument("--broker", default="onceflow", choices=["onceflow", "kafka"],
+                        help="the broker the campaign starts: onceflow, or Apache Kafka (the reference; kills and pauses)")
     parser.add_argument("--bootstrap-servers", default=None,
                         help="run the workload and the checker against this broker instead, without faults")
     parser.add_argument("--producers", type=int, default=3, help="transactional producers (default 3)")
@@ -54,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
     from .workload import Plan
 
     options = Options(seconds=args.seconds, faults={k: v for k, v in faults.items() if v}, seed=args.seed,
-                      workdir=args.workdir, bootstrap_servers=args.bootstrap_servers, disk_mib=args.disk_mib,
+                      workdir=args.workdir, bootstrap_servers=args.bootstrap_servers, broker=args.broker,
+                      disk_mib=args.disk_mib,
                       pause_s=args.pause_seconds, plan=Plan(producers=args.producers, partitions=args.partitions))
     try:
         outcome = run(options, progress=lambda line: print(line, file=sys.stderr, flush=True))

@@ -32,8 +32,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from ..broker.process import BrokerProcess
 from .history import Recorder
 from .proxy import TcpProxy
 
@@ -41,6 +41,24 @@ log = logging.getLogger(__name__)
 
 FAULTS = ("kill", "pause", "reset", "crash-roll", "crash-compaction", "disk-full")
 PROCESS = "nemesis"
+
+
+class Broker(Protocol):
+    """What the nemesis drives: ``onceflow.broker.process.BrokerProcess``, or one Apache Kafka
+    node (``campaign.KafkaNode``: kills and pauses only)."""
+
+    env: dict[str, str]
+    data_dir: Path
+
+    def alive(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -67,7 +85,7 @@ class Schedule:
 class Nemesis:
     """Carries out faults against one broker process."""
 
-    def __init__(self, broker: BrokerProcess, recorder: Recorder, rng: random.Random, *, proxy: TcpProxy | None = None,
+    def __init__(self, broker: Broker, recorder: Recorder, rng: random.Random, *, proxy: TcpProxy | None = None,
                  pause_s: float = 12.0, crash_wait_s: float = 20.0, disk_full_s: float = 3.0) -> None:
         self.broker = broker
         self.recorder = recorder

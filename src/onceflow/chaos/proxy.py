@@ -6,6 +6,10 @@ frames).  ``reset_all`` closes every open pair with SO_LINGER 0, so both the cli
 broker see a TCP RST mid-stream, as when a NAT or load balancer drops its state: requests in
 flight are lost and their answers never arrive.  The broker must advertise the proxy's address
 (``advertised.listeners``), or clients would bypass it after their first Metadata answer.
+
+``capture`` (optional) sees every chunk of bytes the proxy forwards, before it is forwarded:
+``capture(connection, from_client, data)``, with connections numbered from 1 in accept order.
+The network fuzzer (tests/fuzz/network.py) records real client traffic this way.
 """
 
 from __future__ import annotations
@@ -15,17 +19,23 @@ import logging
 import socket
 import struct
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 256 << 10
 
 
+#: ``capture(connection, from_client, data)``: a forwarded chunk, seen before it is sent on.
+Capture = Callable[[int, bool, bytes], None]
+
+
 class TcpProxy:
     """Forward ``127.0.0.1:<port>`` to ``target``; ``reset_all`` drops every connection."""
 
-    def __init__(self, target: tuple[str, int], port: int = 0) -> None:
+    def __init__(self, target: tuple[str, int], port: int = 0, capture: Capture | None = None) -> None:
         self.target = target
+        self.capture = capture
         self._listener = socket.create_server(("127.0.0.1", port))
         self.port: int = self._listener.getsockname()[1]
         self._pairs: set[tuple[socket.socket, socket.socket]] = set()
@@ -61,15 +71,21 @@ class TcpProxy:
             with self._lock:
                 self._pairs.add(pair)
                 self.accepted += 1
+                number = self.accepted
             for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst, pair), name="chaos-proxy-pump", daemon=True).start()
+                threading.Thread(target=self._pump, args=(src, dst, pair, number, src is client), name="chaos-proxy-pump",
+                                 daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, pair: tuple[socket.socket, socket.socket]) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, pair: tuple[socket.socket, socket.socket], number: int,
+              from_client: bool) -> None:
+        capture = self.capture
         try:
             while True:
                 data = src.recv(_CHUNK)
                 if not data:
                     break
+                if capture is not None:
+                    capture(number, from_client, data)
                 dst.sendall(data)
         except OSError:
             pass
