@@ -49,6 +49,15 @@ integration: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest -q tests/fuzz $(PYTEST_ARGS)
 
+# The long fuzz campaign (docs/reliability.md, "Bad input at scale"): 1,000,000 inputs through the
+# atheris harnesses, one after another, then 10 minutes of mutated client traffic against a broker process.
+.PHONY: fuzz-long
+FUZZ_LONG_ARGS ?= --runs frames=300000 --runs dispatcher=300000 --runs batches=250000 --runs recovery=150000 --seed 1
+NETWORK_FUZZ_ARGS ?= --seconds 600 --seed 1
+fuzz-long: $(STAMP)
+	$(BIN)/python -m tests.fuzz.atheris.run $(FUZZ_LONG_ARGS)
+	$(BIN)/python -m tests.fuzz.network $(NETWORK_FUZZ_ARGS)
+
 # The long chaos campaign (docs/reliability.md): 100 kills, 20 pauses, 20 connection resets,
 # 5 crashes in segment rolls and 5 in the cleaner's swap, 5 full disks (a tmpfs: root), checked.
 CHAOS_ARGS ?= --seconds 900 --kills 100 --pauses 20 --resets 20 --crash-rolls 5 --crash-compactions 5 \

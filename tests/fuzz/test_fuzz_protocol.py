@@ -14,93 +14,26 @@ Two levels:
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
 import struct
-import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.describe_configs.v4 import request as describe_configs
-from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
-from kio.schema.fetch.v12 import request as fetch12
-from kio.schema.fetch.v16 import request as fetch16
-from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-from kio.schema.heartbeat.v4.request import HeartbeatRequest
-from kio.schema.join_group.v9 import request as join
-from kio.schema.leave_group.v5 import request as leave
-from kio.schema.list_groups.v4.request import ListGroupsRequest
-from kio.schema.list_offsets.v7 import request as list_offsets
-from kio.schema.metadata.v1.request import MetadataRequest as Metadata1
-from kio.schema.metadata.v12 import request as metadata12
-from kio.schema.offset_commit.v9 import request as commit
-from kio.schema.offset_fetch.v8 import request as offset_fetch
-from kio.schema.produce.v9 import request as produce
-from kio.schema.sync_group.v5 import request as sync
-from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from onceflow import EmbeddedBroker
 from onceflow.protocol.errors import ProtocolError
 from onceflow.protocol.framing import NEED_DATA, FrameReader, parse_request
-from onceflow.records.builder import build_batch
+from tests.fuzz.corpus import TOPIC, ErrorLog, MemoryTransport, corpus, every_request, settle
 from tests.support.broker import FAST_GROUPS
 from tests.support.kafka import consume_all, make_topic
 from tests.support.kafka import produce as produce_records
 from tests.support.waiting import wait_for
-from tests.support.wire import encode_request
 
-TOPIC = "fuzzed"
 #: More examples for a deeper run: ONCEFLOW_FUZZ_EXAMPLES=5000 make fuzz
 EXAMPLES = int(os.environ.get("ONCEFLOW_FUZZ_EXAMPLES", "250"))
-SHORT = i32Timedelta.parse(datetime.timedelta(milliseconds=10))
-
-
-def corpus(topic_id: uuid.UUID) -> list[bytes]:
-    batch = Records(build_batch([(b"k", b"v")], 1_700_000_000_000))
-    bodies: list[Any] = [
-        ApiVersionsRequest(client_software_name="fuzz", client_software_version="1"),
-        Metadata1(topics=None),
-        metadata12.MetadataRequest(topics=(metadata12.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=TOPIC),),
-                                   allow_auto_topic_creation=False, include_topic_authorized_operations=True),
-        produce.ProduceRequest(acks=i16(1), timeout=SHORT, topic_data=(
-            produce.TopicProduceData(name=TOPIC, partition_data=(produce.PartitionProduceData(index=i32(0), records=batch),)),)),
-        fetch12.FetchRequest(replica_id=i32(-1), max_wait=SHORT, min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i16(0),
-                             session_id=i32(0), session_epoch=i32(-1), topics=(fetch12.FetchTopic(topic=TOPIC, partitions=(
-                                 fetch12.FetchPartition(partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0),
-                                                        last_fetched_epoch=i32(-1), log_start_offset=i64(-1),
-                                                        partition_max_bytes=i32(1 << 20)),)),),
-                             forgotten_topics_data=(), rack_id=""),
-        fetch16.FetchRequest(max_wait=SHORT, min_bytes=i32(1), max_bytes=i32(1 << 20), isolation_level=i16(1), session_id=i32(0),
-                             session_epoch=i32(-1), topics=(fetch16.FetchTopic(topic_id=topic_id, partitions=(
-                                 fetch16.FetchPartition(fetch_offset=i64(0), partition=i32(0), partition_max_bytes=i32(100)),)),),
-                             forgotten_topics_data=(), rack_id=""),
-        list_offsets.ListOffsetsRequest(replica_id=i32(-1), isolation_level=i16(1), topics=(list_offsets.ListOffsetsTopic(
-            name=TOPIC, partitions=(list_offsets.ListOffsetsPartition(partition_index=i32(0), current_leader_epoch=i32(-1),
-                                                                      timestamp=i64(1_700_000_000_000)),)),)),
-        FindCoordinatorRequest(key_type=i16(0), coordinator_keys=("g1", "")),
-        join.JoinGroupRequest(group_id="g1", session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
-                              rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), member_id="", group_instance_id=None,
-                              protocol_type="consumer", protocols=(join.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),),
-                              reason=None),
-        sync.SyncGroupRequest(group_id="g1", generation_id=i32(1), member_id="m", group_instance_id=None, protocol_type="consumer",
-                              protocol_name="range", assignments=(sync.SyncGroupRequestAssignment(member_id="m", assignment=b"a"),)),
-        HeartbeatRequest(group_id="g1", generation_id=i32(1), member_id="m", group_instance_id=None),
-        leave.LeaveGroupRequest(group_id="g1", members=(leave.MemberIdentity(member_id="m", group_instance_id=None, reason=None),)),
-        commit.OffsetCommitRequest(group_id="g2", generation_id_or_member_epoch=i32(-1), member_id="", group_instance_id=None,
-                                   topics=(commit.OffsetCommitRequestTopic(name=TOPIC, partitions=(commit.OffsetCommitRequestPartition(
-                                       partition_index=i32(0), committed_offset=i64(1), committed_leader_epoch=i32(-1),
-                                       committed_metadata="m"),)),)),
-        offset_fetch.OffsetFetchRequest(groups=(offset_fetch.OffsetFetchRequestGroup(group_id="g2", topics=None),), require_stable=True),
-        DescribeGroupsRequest(groups=("g1", "g2"), include_authorized_operations=False),
-        ListGroupsRequest(states_filter=()),
-        describe_configs.DescribeConfigsRequest(resources=(describe_configs.DescribeConfigsResource(
-            resource_type=i8(2), resource_name=TOPIC, configuration_keys=None),), include_synonyms=True, include_documentation=True),
-    ]
-    return [encode_request(body, i + 1) for i, body in enumerate(bodies)]
 
 
 # -- the sans-I/O core --------------------------------------------------------
@@ -122,42 +55,6 @@ def test_frame_reader_and_parser_accept_any_bytes(data: bytes, chunk: int) -> No
 # -- the dispatcher on the real broker ----------------------------------------
 
 
-class MemoryTransport(asyncio.Transport):
-    """An in-memory transport (after uvicorn's MockTransport)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:  # type: ignore[override]
-        self.written += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 4242) if name == "peername" else default
-
-
-class ErrorLog(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(self.format(record))  # message and traceback
-
-
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with EmbeddedBroker(tmp_path_factory.mktemp("fuzz"), config=FAST_GROUPS) as broker:
@@ -166,7 +63,8 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
         errors = ErrorLog()
         logging.getLogger("onceflow").addHandler(errors)
         try:
-            yield broker, errors, corpus(broker.broker.registry.topics[TOPIC].topic_id)
+            topic_id = broker.broker.registry.topics[TOPIC].topic_id
+            yield broker, errors, corpus(topic_id) + every_request(topic_id)
         finally:
             logging.getLogger("onceflow").removeHandler(errors)
 
@@ -182,16 +80,6 @@ def feed(broker: EmbeddedBroker, payload: bytes) -> None:
 
     inner = broker.broker
 
-    async def answer(proto: KafkaProtocol) -> None:
-        """On the loop: until no request of the connection is in progress any more.  Each
-        wait ends when one of them finishes, not after a fixed sleep."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + FEED_S
-        while proto._slots and (pending := [s.future for s in proto._slots if s.future is not None and not s.future.done()]):
-            if loop.time() >= deadline:
-                return
-            await asyncio.wait(pending, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
-
     def connect() -> tuple[KafkaProtocol, Any]:
         proto = KafkaProtocol(inner.dispatch, inner._unknown_api_versions, inner.state, 1 << 20, 50)
         proto.connection_made(MemoryTransport())
@@ -199,7 +87,7 @@ def feed(broker: EmbeddedBroker, payload: bytes) -> None:
         return proto, asyncio.get_running_loop()
 
     proto, loop = broker.call(connect)
-    asyncio.run_coroutine_threadsafe(answer(proto), loop).result(timeout=30)
+    asyncio.run_coroutine_threadsafe(settle(proto, FEED_S), loop).result(timeout=30)
     broker.call(proto.connection_lost, None)
 
 

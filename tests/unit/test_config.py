@@ -72,5 +72,5 @@ def test_advertised_listeners_name_the_one_plaintext_address() -> None:
     assert advertised_address(["PLAINTEXT://[::1]:9092"]) == ("::1", 9092)
     for bad in ("proxy:19092", "PLAINTEXT://proxy", "PLAINTEXT://proxy:0", "SSL://h:1",
                 "PLAINTEXT://a:1,PLAINTEXT://b:2"):
-        with pytest.raises(ConfigError, match="advertised.listeners"):
+        with pytest.raises(ConfigError, match=r"advertised\.listeners"):
             BrokerConfig({"advertised.listeners": bad})

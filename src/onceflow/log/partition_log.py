@@ -94,7 +94,7 @@ from ..records.batch import (
     with_log_append_time,
 )
 from ..records.control import build_marker, read_marker
-from ..records.records import iter_records
+from ..records.records import CorruptRecords, iter_records
 from .aborted_index import AbortedTxn, TransactionIndex
 from .index import IndexCorrupt
 from .producer_state import AppendOrigin, CompletedTxn, Duplicate, ProducerAppendInfo, ProducerStateManager, Refused
@@ -249,7 +249,12 @@ class PartitionLog:
                     continue
                 info: ProducerAppendInfo | Duplicate | Refused
                 if header.is_control:
-                    marker = read_marker(segment.read(pos, header.size), header)
+                    try:
+                        marker = read_marker(segment.read(pos, header.size), header)
+                    except CorruptRecords as exc:  # bytes a clean shutdown's files are trusted with (no CRC check)
+                        log.warning("%s: replaying offset %d: the control batch does not decode (%s); skipped",
+                                    self.name, header.base_offset, exc)
+                        continue
                     if marker is None:
                         continue
                     info = state.prepare_marker(marker.producer_id, marker.producer_epoch, marker.commit,
@@ -369,6 +374,8 @@ class PartitionLog:
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> int | Invalid:
         """Write a COMMIT/ABORT marker for the producer's transaction; returns its offset."""
+        if producer_id < 0:  # a WriteTxnMarkers request can name no producer (Kafka: a transactional batch needs one)
+            return Invalid(ErrorCode.invalid_record, f"a transaction marker needs a producer id, not {producer_id}")
         refused = self._refuse_writes()
         if refused is not None:
             return refused
@@ -635,10 +642,24 @@ class PartitionLog:
             for position, header in segment.headers_from(found[0], bound):
                 if header.max_timestamp < timestamp or header.record_count == 0:
                     continue
-                for record in iter_records(segment.read(position, header.size), header):
-                    if record.timestamp >= timestamp:
-                        return record.offset, record.timestamp
+                try:
+                    for record in iter_records(segment.read(position, header.size), header):
+                        if record.timestamp >= timestamp:
+                            return record.offset, record.timestamp
+                except CorruptRecords as exc:
+                    return self._undecodable(header, exc)
         return None
+
+    def _undecodable(self, header: BatchHeader, exc: CorruptRecords) -> tuple[int, int]:
+        """The answer for a batch whose records do not decode: its first offset and max timestamp.
+
+        Produce checks a batch's header and CRC, never its records (``validate_produced``), so a
+        client can store records that do not decode; a lookup by timestamp then points at the
+        batch's start, which misses none of its records, and does not fail.
+        """
+        log.warning("%s: the records of the batch at offset %d do not decode (%s); answering with its first offset",
+                    self.name, header.base_offset, exc)
+        return header.base_offset, header.max_timestamp
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp below the high watermark (KIP-734)."""
@@ -654,9 +675,12 @@ class PartitionLog:
         if best is None:
             return None
         _, header, segment, position = best
-        for record in iter_records(segment.read(position, header.size), header):
-            if record.timestamp == header.max_timestamp:
-                return record.offset, record.timestamp
+        try:
+            for record in iter_records(segment.read(position, header.size), header):
+                if record.timestamp == header.max_timestamp:
+                    return record.offset, record.timestamp
+        except CorruptRecords as exc:
+            return self._undecodable(header, exc)
         return header.base_offset, header.max_timestamp
 
     # -- retention ------------------------------------------------------------

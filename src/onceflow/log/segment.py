@@ -48,6 +48,8 @@ from .writer import DIRECT, SegmentWriter, pwrite_all
 log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20
+#: The largest offset relative to a segment's base that its indexes hold (an int32).
+_MAX_RELATIVE = 2**31 - 1
 _RECOVER_CHUNK = 8 << 20
 PREALLOCATE_CHUNK = 4 << 20
 _FALLOC_FL_KEEP_SIZE = 1
@@ -357,7 +359,8 @@ class Segment:
             self.rolling_timestamp = read_header(first).max_timestamp if len(first) == HEADER_SIZE else None
         end = position
         for pos, header in self.headers_from(position):
-            if header.magic != 2 or header.size <= 0 or pos + header.size > self.size:
+            if (header.magic != 2 or header.size <= 0 or pos + header.size > self.size
+                    or not self.next_offset <= header.base_offset <= header.last_offset <= self.base_offset + _MAX_RELATIVE):
                 raise SegmentCorrupt(f"{self.log_path}: bad batch at position {pos}")
             if self.rolling_timestamp is None:
                 self.rolling_timestamp = header.max_timestamp
@@ -393,8 +396,10 @@ class Segment:
             chunk = os.pread(self.fd, min(max(_RECOVER_CHUNK, need), file_size - position), position)
             batches, stop = scan_until_invalid(chunk, 0, verify_crc=True)
             for pos, header in batches:
-                if header.base_offset < self.next_offset:
-                    stop = stop._replace(position=pos, reason=f"offset {header.base_offset} out of order")
+                if not self.next_offset <= header.base_offset <= header.last_offset <= self.base_offset + _MAX_RELATIVE:
+                    # Before the segment's end, running backwards, or past what its 32-bit
+                    # relative offsets (the indexes') can hold: no append writes such a batch.
+                    stop = stop._replace(position=pos, reason=f"offsets {header.base_offset}..{header.last_offset} out of order")
                     break
                 self.append_recovered(header, position + pos, index_interval)
             position += stop.position

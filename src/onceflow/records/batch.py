@@ -167,8 +167,9 @@ def validate_produced(records: bytes, max_message_bytes: int) -> BatchHeader | I
             ErrorCode.invalid_record,
             f"inconsistent batch offset range ({header.last_offset_delta + 1}) and record count ({header.record_count})",
         )
-    # Each record takes at least 7 bytes (length, attributes, three varints, header count).
-    if header.record_count * 7 > header.size - HEADER_SIZE:
+    # Each record takes at least 7 bytes (length, attributes, three varints, header count), but
+    # only before compression: many small records compress to far fewer bytes.
+    if not header.attributes & COMPRESSION_MASK and header.record_count * 7 > header.size - HEADER_SIZE:
         return Invalid(ErrorCode.corrupt_message, f"{header.record_count} records cannot fit in {header.size} bytes")
     if header.is_control:
         return Invalid(ErrorCode.invalid_record, "clients may not produce control batches")

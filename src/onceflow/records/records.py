@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -50,8 +51,18 @@ class CorruptRecords(ValueError):
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    """The records of a batch compressed with ``codec``; bytes the codec refuses raise CorruptRecords."""
     if codec == NONE:
         return bytes(data)
+    import cramjam
+
+    try:
+        return _decompress(codec, data)
+    except (OSError, EOFError, zlib.error, cramjam.DecompressionError) as exc:
+        raise CorruptRecords(f"compressed records do not decompress: {type(exc).__name__}: {exc}") from None
+
+
+def _decompress(codec: int, data: bytes | memoryview) -> bytes:
     if codec == GZIP:
         return gzip.decompress(data)
     import cramjam

@@ -89,6 +89,14 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
     include_ops = bool(getattr(body, "include_topic_authorized_operations", False))
     topics = []
+    if version < 12 and any(name is None for name, _ in wanted):
+        # Kafka refuses a null topic name before v12 ("Topic name can not be null for version N",
+        # KafkaApis) as MetadataRequest.getErrorResponse answers: every topic INVALID_REQUEST, a
+        # null name as "" (a response of these versions cannot carry a null name).
+        wanted = []
+        topics = [build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "",
+                        topic_id=getattr(t, "topic_id", ZERO_UUID), is_internal=False, partitions=(),
+                        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for t in body.topics]
     for name, topic_id in wanted:
         topic = None
         error = ErrorCode.none
