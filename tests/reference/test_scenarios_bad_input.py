@@ -23,8 +23,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from onceflow.records.builder import build_batch
-from tests.support.kafka import make_topic
 from tests.support.reference import Target
+from tests.support.txn_wire import make_ready_topic
 from tests.support.wire import WireClient, api_versions_ok, encode_request, end_offset, partition_error, produce_request
 
 TIMEOUT = 30
@@ -33,7 +33,8 @@ TS = 1_700_000_000_000
 
 def test_refused_batches_get_kafkas_error_codes_and_store_nothing(target: Target, unique: Callable[[str], str]) -> None:
     topic = unique("guarded")
-    make_topic(target.bootstrap_servers, topic, 1, **{"max.message.bytes": "1024"})
+    # Ready: Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after CreateTopics (seen in CI).
+    make_ready_topic(target.bootstrap_servers, topic, 1, **{"max.message.bytes": "1024"})
     good = build_batch([(b"k", b"v")], TS)
     bad_crc = bytearray(good)
     bad_crc[-1] ^= 1

@@ -123,10 +123,10 @@ def idempotent_batch(producer_id: int, epoch: int, sequence: int, values: list[b
                        base_sequence=sequence)
 
 
-def make_ready_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def make_ready_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
     """Create a topic and wait until its leader serves every partition (Kafka answers
     NOT_LEADER_OR_FOLLOWER for a moment after CreateTopics; Onceflow serves it at once)."""
-    make_topic(bootstrap, name, partitions)
+    make_topic(bootstrap, name, partitions, **config)
     with WireClient(bootstrap) as client:
         for p in range(partitions):
             def served(p: int = p) -> bool:
