@@ -114,11 +114,11 @@ class Workload:
     def start(self) -> None:
         starts: list[tuple[str, Callable[[], None]]] = []
         for n in range(self.plan.producers):
-            starts.append((f"producer-{n}", _bind(self._producer, n)))
+            starts.append((f"producer-{n}", functools.partial(self._producer, n)))
         for n in range(self.plan.rc_readers):
-            starts.append((f"reader-rc-{n}", _bind(self._reader, f"reader-rc-{n}", "read_committed")))
+            starts.append((f"reader-rc-{n}", functools.partial(self._reader, f"reader-rc-{n}", "read_committed")))
         for n in range(self.plan.ru_readers):
-            starts.append((f"reader-ru-{n}", _bind(self._reader, f"reader-ru-{n}", "read_uncommitted")))
+            starts.append((f"reader-ru-{n}", functools.partial(self._reader, f"reader-ru-{n}", "read_uncommitted")))
         if self.plan.ctp:
             starts.append(("ctp-0", self._ctp))
         for name, target in starts:
@@ -411,7 +411,3 @@ def _text(value: bytes | None) -> str:
 
 def _admin_settings() -> dict[str, Any]:
     return {key: value for key, value in COMMON.items() if key != "log.connection.close"}
-
-
-def _bind(function: Callable[..., None], *args: Any) -> Callable[[], None]:
-    return lambda: function(*args)
