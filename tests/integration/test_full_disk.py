@@ -17,16 +17,34 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
-from kio.static.primitive import i8
+from kio.static.primitive import i8, i16, i32, i64
 
+from onceflow.broker.embedded import EmbeddedBroker
+from onceflow.log import segment
 from onceflow.records.builder import build_batch
 from tests.support.broker import FAST_GROUPS, BrokerProcess
 from tests.support.kafka import consume_all, make_topic, produce
+from tests.support.txn_wire import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    add_partitions,
+    describe_transaction,
+    end_txn,
+    init_transactional,
+    list_offset,
+    make_ready_topic,
+    txn_batch,
+    visible_values,
+    wait_txn_state,
+)
+from tests.support.txn_wire import produce as produce_wire
 from tests.support.wire import WireClient, api_versions_ok, partition_error, produce_request
 
 DISK_BYTES = 16 << 20
@@ -66,6 +84,10 @@ def fill(disk: Path) -> Path:
             except OSError:
                 break
     return filler
+
+
+def enospc(*_: Any, **__: Any) -> Any:
+    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 def find_group_coordinator(bootstrap: str, group: str) -> ErrorCode:
@@ -137,3 +159,49 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(small_disk: Pa
         if broker.proc is not None:
             broker.proc.kill()
             broker.proc.wait()
+
+
+def test_the_transaction_coordinator_applies_nothing_the_full_disk_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in a chaos campaign: an append to ``__transaction_state`` that the full disk refused
+    was reported durable, so the coordinator took the transaction as Ongoing with its partitions
+    while its log did not.  After the next restart the coordinator no longer knew the partitions,
+    never wrote them an ABORT marker, and a later COMMIT of the same producer made the
+    abandoned record visible (a torn transaction).  Now the refused change is answered with a
+    retriable error, the coordinator's state stays what its log says, and the change goes
+    through once space returns.
+
+    Which write a full disk refuses first depends on the moment (a roll frees the space
+    preallocated for the old segment), so the refusal is made certain here: every
+    ``__transaction_state`` append rolls, and creating the new segment's time index fails with a
+    real ENOSPC, in the broker running in this process."""
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, **{**FAST_GROUPS, "transaction.state.log.segment.bytes": 14}) as broker:
+        bs = broker.bootstrap_servers
+        make_ready_topic(bs, "ledger")
+        with WireClient(bs) as client:
+            pid, epoch = init_transactional(client, "payer")
+            assert describe_transaction(client, "payer").transaction_state == "Empty"
+            with monkeypatch.context() as disk_full:
+                disk_full.setattr(segment, "TimeIndex", enospc)
+                refused = client.request(AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id="payer", v3_and_below_producer_id=i64(pid),
+                    v3_and_below_producer_epoch=i16(epoch),
+                    v3_and_below_topics=(AddPartitionsToTxnTopic(name="ledger", partitions=(i32(0),)),)))
+                (errors,) = [[r.partition_error_code for r in t.results_by_partition]
+                             for t in refused.results_by_topic_v3_and_below]
+                assert errors == [ErrorCode.not_coordinator], "Kafka's answer when the transaction log refuses"
+                state = describe_transaction(client, "payer")
+                assert (state.transaction_state, list(state.topics)) == ("Empty", []), "nothing applied that is not stored"
+                error, _ = produce_wire(client, "ledger", 0, txn_batch(pid, epoch, 0, [b"unregistered"]), "payer")
+                assert error == ErrorCode.invalid_txn_state, "KIP-890: the partition is not in the transaction"
+            assert add_partitions(client, "payer", pid, epoch, "ledger", [0]) == {0: ErrorCode.none}
+            assert produce_wire(client, "ledger", 0, txn_batch(pid, epoch, 0, [b"paid"]), "payer")[0] == ErrorCode.none
+            assert end_txn(client, "payer", pid, epoch, commit=True) == ErrorCode.none
+            wait_txn_state(client, "payer", "CompleteCommit")
+    with EmbeddedBroker(data, **FAST_GROUPS) as broker, WireClient(broker.bootstrap_servers) as client:
+        assert describe_transaction(client, "payer").transaction_state == "CompleteCommit"
+        assert visible_values(client, "ledger", 0, READ_COMMITTED) == [b"paid"]
+        end = list_offset(client, "ledger", 0, READ_UNCOMMITTED)
+        assert list_offset(client, "ledger", 0, READ_COMMITTED) == end, "no transaction left open"

@@ -4,6 +4,7 @@ many waiters, and write errors that must never be acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from pathlib import Path
 
@@ -25,6 +26,14 @@ def open_log(path: Path, io: IoThread) -> PartitionLog:
 
 def batch(i: int) -> bytes:
     return build_batch([(None, b"record-%d" % i * 20)], 1_700_000_000_000)
+
+
+def _break_writes(log: PartitionLog) -> None:
+    """Swap the active segment's file for a read-only descriptor: its next write fails (EBADF)."""
+    segment = log.segments[-1]
+    readonly = os.open(segment.log_path, os.O_RDONLY)
+    os.close(segment.fd)
+    segment.fd = readonly
 
 
 def test_writes_land_in_order_and_barrier_waits_for_them(tmp_path: Path) -> None:
@@ -71,11 +80,7 @@ def test_a_failed_write_is_never_acknowledged_and_stops_appends(tmp_path: Path) 
         ok = log.append_produced(batch(0), 0)
         commit.mark_dirty(log)
         await asyncio.wait_for(commit.wait_durable(log, ok.last_offset + 1), 30)
-        # Swap the segment's file for a read-only descriptor: the next write fails (EBADF).
-        segment = log.segments[-1]
-        readonly = os.open(segment.log_path, os.O_RDONLY)
-        os.close(segment.fd)
-        segment.fd = readonly
+        _break_writes(log)
         bad = log.append_produced(batch(1), 0)
         commit.mark_dirty(log)
         with pytest.raises(OSError):
@@ -86,6 +91,66 @@ def test_a_failed_write_is_never_acknowledged_and_stops_appends(tmp_path: Path) 
         visible = log.read(0, 1 << 20)
         assert isinstance(visible, ReadResult)
         assert [h.base_offset for _, h in scan(visible.records)] == [0]
+        await commit.stop()
+        log.close()
+        io.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_one_partitions_failed_write_does_not_fail_another_partitions_flush(tmp_path: Path) -> None:
+    """Each partition of a group-commit flush is answered by its own outcome.  Before, one
+    failed write failed every waiter of the flush, so a coordinator was told that a record its
+    log keeps had failed (and the others' segments went unsynced)."""
+    async def scenario() -> None:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        good = open_log(tmp_path / "good-0", io)
+        bad = open_log(tmp_path / "bad-0", io)
+        _break_writes(bad)
+        lost = bad.append_produced(batch(0), 0)
+        kept = good.append_produced(batch(1), 0)
+        waiters = [commit.wait_durable(bad, lost.last_offset + 1), commit.wait_durable(good, kept.last_offset + 1)]
+        failed, durable = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), 30)
+        assert isinstance(failed, OSError) and durable is None
+        assert good.high_watermark == 1 and bad.high_watermark == 0
+        assert bad.failed and not good.failed
+        await commit.stop()
+        good.close()
+        bad.close()
+        io.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_fsync_fails_the_segment_for_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an fsync error the kernel may have dropped the pages it could not write, and a
+    second fsync can succeed without them: the segment stays failed, nothing more is
+    acknowledged, and the partition refuses writes until recovery from its files."""
+    async def scenario() -> None:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        log = open_log(tmp_path / "t-0", io)
+        first = log.append_produced(batch(0), 0)
+        real_fsync = os.fsync
+        calls = []
+
+        def fsync_once_eio(fd: int) -> None:
+            calls.append(fd)
+            if len(calls) == 1:
+                raise OSError(errno.EIO, "Input/output error")
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync_once_eio)
+        with pytest.raises(OSError):
+            await asyncio.wait_for(commit.wait_durable(log, first.last_offset + 1), 30)
+        with pytest.raises(OSError):  # the fsync would succeed now; the segment says no
+            await asyncio.wait_for(commit.wait_durable(log, first.last_offset + 1), 30)
+        assert log.high_watermark == 0 and log.failed
+        refused = log.append_produced(batch(1), 0)
+        assert isinstance(refused, Invalid) and refused.error is ErrorCode.kafka_storage_error
         await commit.stop()
         log.close()
         io.shutdown()

@@ -11,9 +11,11 @@ the next one, so under load each fsync answers many requests and the fsync
 rate, not the request rate, bounds the disk's work.
 
 Waiters are kept per partition in offset order; a produce with acks=-1 waits
-for ``wait_durable(log, last_offset + 1)``.  If a flush fails (EIO, disk
-full), the waiters it would have answered get the exception and the broker
-answers KAFKA_STORAGE_ERROR; nothing is acknowledged that is not on disk.
+for ``wait_durable(log, last_offset + 1)``.  If a partition's flush fails
+(EIO, disk full), the waiters it would have answered get the exception and
+the broker answers KAFKA_STORAGE_ERROR; nothing is acknowledged that is not
+on disk.  Each partition is answered by its own outcome: a coordinator told
+its durable record failed would drop a change its log keeps.
 """
 
 from __future__ import annotations
@@ -80,17 +82,14 @@ class GroupCommit:
             if not batch:
                 continue
             segments = [point.segment for _, point in batch]
-            error: OSError | None = None
-            try:
-                await loop.run_in_executor(self._io.executor, fsync_segments, segments)
-            except OSError as exc:
-                error = exc
-                log.error("fsync failed: %s", exc)
+            outcomes = await loop.run_in_executor(self._io.executor, fsync_segments, segments)
             self.flushes += 1
             self.fsyncs += len(segments)
-            for partition, point in batch:
+            for (partition, point), error in zip(batch, outcomes, strict=True):
                 if error is None:
                     partition.on_flushed(point)
+                else:
+                    log.error("%s: fsync failed: %s", partition.name, error)
                 self._settle(partition, point.offset, error)
 
     def _settle(self, partition: PartitionLog, offset: int, error: OSError | None) -> None:

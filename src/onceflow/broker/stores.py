@@ -56,6 +56,25 @@ def _later(done: Callable[[ErrorCode], None], error: ErrorCode) -> None:
     asyncio.get_running_loop().call_soon(done, error)
 
 
+def _append_internal(broker: Broker, topic: str, partition: int, batch: bytes, now: int,
+                     done: Callable[[ErrorCode], None]) -> PartitionLog | None:
+    """Append a coordinator's batch to an internal partition: the partition, or None when the
+    append was refused -- a full disk, a failed partition, a fenced transactional producer --
+    and so nothing was written; ``done`` is then told why (later), and the coordinator must not
+    apply the change."""
+    try:
+        target = broker.internal_partition(topic, partition)
+        result = target.append_batch(batch, now)
+    except OSError as exc:
+        log.error("cannot write to %s-%d: %s", topic, partition, exc)
+        _later(done, ErrorCode.kafka_storage_error)
+        return None
+    if isinstance(result, Invalid):
+        _later(done, result.error)
+        return None
+    return target
+
+
 class OffsetsTopicStore:
     """The group coordinator's ``GroupStore``: ``__consumer_offsets``."""
 
@@ -76,20 +95,11 @@ class OffsetsTopicStore:
         producer_epoch: int = -1,
         transactional: bool = False,
     ) -> None:
-        broker = self._broker
-        now = broker.clock.now_ms()
-        try:
-            target = broker.internal_partition(OFFSETS_TOPIC, partition)
-            batch = build_batch(records, now, producer_id=producer_id, producer_epoch=producer_epoch, transactional=transactional)
-            result = target.append_batch(batch, now)
-        except OSError as exc:
-            log.error("cannot write to %s-%d: %s", OFFSETS_TOPIC, partition, exc)
-            _later(done, ErrorCode.kafka_storage_error)
-            return
-        if isinstance(result, Invalid):  # e.g. a transactional commit from a fenced producer epoch
-            _later(done, result.error)
-            return
-        _when_durable(broker, target, target.log_end_offset, done)
+        now = self._broker.clock.now_ms()
+        batch = build_batch(records, now, producer_id=producer_id, producer_epoch=producer_epoch, transactional=transactional)
+        target = _append_internal(self._broker, OFFSETS_TOPIC, partition, batch, now, done)
+        if target is not None:
+            _when_durable(self._broker, target, target.log_end_offset, done)
 
 
 class TransactionLogStore:
@@ -105,12 +115,8 @@ class TransactionLogStore:
     def append(self, partition: int, key: bytes, value: bytes | None, done: Callable[[ErrorCode], None]) -> None:
         broker = self._broker
         now = broker.clock.now_ms()
-        try:
-            target = broker.internal_partition(TRANSACTION_STATE_TOPIC, partition)
-            target.append_batch(build_batch([(key, value)], now), now)
-        except OSError as exc:
-            log.error("cannot write to %s-%d: %s", TRANSACTION_STATE_TOPIC, partition, exc)
-            _later(done, ErrorCode.kafka_storage_error)
+        target = _append_internal(broker, TRANSACTION_STATE_TOPIC, partition, build_batch([(key, value)], now), now, done)
+        if target is None:
             return
         if faults.enabled() and value is not None:
             decoded = log_records.decode_value(value)

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crash-rolls", type=int, default=0, help="crashes inside a segment roll")
     parser.add_argument("--crash-compactions", type=int, default=0, help="crashes inside the cleaner's segment swap")
     parser.add_argument("--disk-fulls", type=int, default=0, help="full-disk episodes (needs --disk-mib)")
-    parser.add_argument("--disk-mib", type=int, default=None, help="put the data directory on a tmpfs this big (root)")
+    parser.add_argument("--disk-mib", type=int, default=None, help="put the data directory on a tmpfs this big (root); leave room: "
+                        "every partition being written holds up to 4 MiB preallocated, and a broker cannot "
+                        "start on a disk its own data filled (128 is enough for a 100 s run)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the workload and the fault schedule (default 1)")
     parser.add_argument("--workdir", type=Path, default=None, help="where the history, report and broker data go")
     parser.add_argument("--broker", default="onceflow", choices=["onceflow", "kafka"],

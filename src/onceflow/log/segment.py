@@ -286,12 +286,24 @@ class Segment:
             self._allocated = self.size
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        """fsync the log file; raises the segment's write error, old or new.
+
+        A failed fsync marks the segment failed (``write_error``): the kernel may
+        have dropped the dirty pages it could not write and reports that only
+        once, so a later fsync that succeeds would prove nothing.
+        """
+        if self.write_error is not None:
+            raise self.write_error
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            self.write_error = exc
+            raise
 
     def flush_all(self) -> None:
         """fsync the log and both indexes (done when the segment is rolled)."""
         self.release_preallocated()
-        os.fsync(self.fd)
+        self.flush()
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -11,8 +11,8 @@ segment, closing or deleting a log) first calls ``barrier()``.  Tests and
 start-up recovery use ``DirectWriter``, which writes at once on the
 caller's thread.
 
-A write that fails (EIO, ENOSPC) is recorded on its segment.  The next fsync
-of that partition (``fsync_segments``) reports it, so no waiter is told its
+A write or an fsync that fails (EIO, ENOSPC) is recorded on its segment.  The
+next fsync of that partition (``fsync_segments``) reports it, so no waiter is told its
 data is durable, and the partition refuses further appends with
 KAFKA_STORAGE_ERROR until the broker restarts: the partition's offsets and
 producer state already count the lost write, and only recovery from the
@@ -103,11 +103,22 @@ def _nothing() -> None:
     pass
 
 
-def fsync_segments(segments: list[Segment]) -> None:
-    """Runs on the I/O thread, after every write submitted before it."""
+def fsync_segments(segments: list[Segment]) -> list[OSError | None]:
+    """Runs on the I/O thread, after every write submitted before it: each segment's outcome.
+
+    One segment's failure says nothing about the others: each is fsynced and
+    answered on its own, so a full disk under one partition neither fails
+    another partition's durable appends nor leaves them unsynced.
+    """
+    outcomes: list[OSError | None] = []
     for segment in segments:
-        if segment.write_error is not None:
-            raise segment.write_error
-        if segment.fd < 0:
-            continue  # closed (its topic was deleted) meanwhile
-        os.fsync(segment.fd)
+        if segment.fd < 0 and segment.write_error is None:
+            outcomes.append(None)  # closed (its topic was deleted) meanwhile
+            continue
+        try:
+            segment.flush()
+        except OSError as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+    return outcomes
