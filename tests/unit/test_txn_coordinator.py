@@ -16,6 +16,8 @@ from onceflow.coordinator.transaction import log_records as rec
 from onceflow.coordinator.transaction.coordinator import (
     COMPLETION_RETRY_BACKOFF_MS,
     MARKER_RETRY_BACKOFF_MS,
+    PARKED_MAX_MS,
+    PARKED_MAX_PER_ID,
     TransactionCoordinator,
 )
 from onceflow.coordinator.transaction.metadata import TransactionState
@@ -506,10 +508,65 @@ def test_add_partitions_error_matrix() -> None:
     box = h.add("t", pid, epoch, tp, tp)
     assert box.one == {tp: E.none}
     assert h.store.pending == []  # already in the transaction: nothing to write
-    # While completing: CONCURRENT_TRANSACTIONS.
+    # While completing: the request waits for the completion (see the tests below).
     h.end("t", pid, epoch)
     h.store.complete_all()
-    assert h.add("t", pid, epoch, ("c", 0)).one == {("c", 0): E.concurrent_transactions}
+    assert h.add("t", pid, epoch, ("c", 0)) == []
+
+
+def test_add_partitions_while_the_previous_transaction_completes_waits_for_it() -> None:
+    """Kafka answers CONCURRENT_TRANSACTIONS and the client backs off 20 ms or more; here the
+    request waits for the markers and the Complete record (about a millisecond), then is
+    answered as if it had just arrived, and the next transaction starts."""
+    h = Harness()
+    pid, epoch = h.init_ok()
+    h.begin("t", pid, epoch, ("a", 0))
+    ended = h.end("t", pid, epoch)
+    h.store.complete_all()  # PrepareCommit durable: EndTxn answered, markers sent
+    assert ended.one is E.none
+    waiting = h.add("t", pid, epoch, ("b", 0))
+    offsets = h.add_offsets("t", pid, epoch)
+    assert waiting == [] and offsets == [] and h.md().state is S.PREPARE_COMMIT
+    h.markers.complete()
+    assert waiting == [] and offsets == [], "still waiting: the Complete record is not durable yet"
+    # CompleteCommit durable: the first request goes on and appends Ongoing; once that is
+    # durable it is answered, and the second goes on (the fake store completes them all).
+    h.store.complete_all()
+    assert waiting.one == {("b", 0): E.none} and offsets.one is E.none
+    assert h.md().state is S.ONGOING and h.md().topic_partitions == {("b", 0), (OFFSETS, 7)}
+
+
+def _parked_behind_a_completion() -> tuple[Harness, int, int, Box]:
+    """A committed transaction whose markers are out, and an AddPartitionsToTxn waiting for them."""
+    h = Harness()
+    pid, epoch = h.init_ok()
+    h.begin("t", pid, epoch, ("a", 0))
+    h.end("t", pid, epoch)
+    h.store.complete_all()
+    return h, pid, epoch, h.add("t", pid, epoch, ("b", 0))
+
+
+def test_a_request_waits_for_completion_at_most_parked_max_ms() -> None:
+    h, pid, epoch, waiting = _parked_behind_a_completion()
+    h.advance(PARKED_MAX_MS - 1)
+    assert waiting == []
+    h.advance(1)  # the markers never came back: Kafka's answer, and the client retries
+    assert waiting.one == {("b", 0): E.concurrent_transactions}
+    crowd = [h.add("t", pid, epoch, ("b", 0)) for _ in range(PARKED_MAX_PER_ID + 1)]
+    assert [box for box in crowd if box] == [crowd[-1]] and crowd[-1].one == {("b", 0): E.concurrent_transactions}
+    stale = h.add("t", pid, epoch - 1, ("b", 0))
+    assert stale.one == {("b", 0): E.producer_fenced}, "only a request that could succeed waits"
+    h.markers.complete()
+    for _ in range(3):
+        h.store.complete_all()
+    # In arrival order: the first adds the partition, the others find it already there.
+    assert all(box.one == {("b", 0): E.none} for box in crowd[:-1])
+
+
+def test_a_parked_request_is_answered_not_coordinator_on_shutdown() -> None:
+    h, _, _, waiting = _parked_behind_a_completion()
+    h.coord.shutdown()
+    assert waiting.one == {("b", 0): E.not_coordinator}
 
 
 def test_add_partitions_starts_the_transaction_clock() -> None:

@@ -3,6 +3,7 @@
     onceflow bench produce          [--acks all|1|0] [--idempotent] [--seconds 10]
     onceflow bench txn-produce      [--commit-interval-ms 100] [--seconds 10]
     onceflow bench commit-latency   [--transactions 1000] [--records-per-txn 10]
+    onceflow bench txn-rate         [--records-per-txn 1,10,100] [--producers 1,4] [--seconds 10]
     onceflow bench consume          [--records 1000000] [--isolation read_uncommitted|read_committed]
     onceflow bench read-committed   [--records 200000] [--records-per-txn 100]
     onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
@@ -38,12 +39,15 @@ from .workloads import (
     BROKERS,
     DEFAULT_PARTITIONS,
     DEFAULT_RECORD_SIZE,
+    TXN_RATE_PRODUCERS,
+    TXN_RATE_RECORDS,
     Result,
     bench_commit_latency,
     bench_consume,
     bench_produce,
     bench_read_committed,
     bench_txn_produce,
+    bench_txn_rate,
     count_records,
     create_topic,
     started_broker,
@@ -51,7 +55,7 @@ from .workloads import (
 
 __all__ = ["add_arguments", "run_bench"]
 
-WORKLOADS = ["produce", "txn-produce", "commit-latency", "consume", "read-committed", "recovery", "restart", "pipeline", "source",
+WORKLOADS = ["produce", "txn-produce", "commit-latency", "txn-rate", "consume", "read-committed", "recovery", "restart", "pipeline", "source",
              "compare"]
 
 
@@ -64,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="topic to use (default: a fresh one)")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
     parser.add_argument("--record-size", type=int, default=DEFAULT_RECORD_SIZE)
-    parser.add_argument("--seconds", type=float, default=10.0, help="produce, txn-produce: how long to run")
+    parser.add_argument("--seconds", type=float, default=10.0, help="produce, txn-produce, txn-rate (each shape): how long")
     parser.add_argument("--records", type=int, default=None,
                         help="consume: records to read (1000000); read-committed: records to write (200000)")
     parser.add_argument("--acks", default="all", choices=["all", "1", "0"])
@@ -72,7 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--commit-interval-ms", type=int, default=100, help="txn-produce: commit this often")
     parser.add_argument("--transactions", type=int, default=1000, help="commit-latency: how many")
-    parser.add_argument("--records-per-txn", type=int, default=None, help="commit-latency (10), read-committed (100)")
+    parser.add_argument("--records-per-txn", type=_counts, default=None,
+                        help="commit-latency (10), read-committed (100), txn-rate (1,10,100: a comma-separated list)")
+    parser.add_argument("--producers", type=_counts, default=None,
+                        help="txn-rate: concurrent transactional producers (1,4: a comma-separated list)")
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
     parser.add_argument("--log-mib", type=int, default=2048, help="recovery, restart: size of the log to recover")
     parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
@@ -85,6 +92,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
     parser.set_defaults(func=run_bench)
+
+
+def _counts(text: str) -> list[int]:
+    """A comma-separated list of positive counts (``--records-per-txn 1,10,100``)."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, not {text!r}")
+    return counts
+
+
+def _one(counts: list[int] | None, default: int, option: str) -> int:
+    if counts is None:
+        return default
+    if len(counts) != 1:
+        raise SystemExit(f"onceflow bench: {option} takes one number for this workload, not {counts}")
+    return counts[0]
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -123,9 +149,15 @@ def _run(args: argparse.Namespace, bootstrap: str, topic: str) -> list[Result]:
     if args.workload == "txn-produce":
         return [bench_txn_produce(bootstrap, topic, args.record_size, args.seconds, args.commit_interval_ms, args.linger_ms)]
     if args.workload == "commit-latency":
-        return [bench_commit_latency(bootstrap, topic, args.record_size, args.transactions, args.records_per_txn or 10)]
+        return [bench_commit_latency(bootstrap, topic, args.record_size, args.transactions,
+                                     _one(args.records_per_txn, 10, "--records-per-txn"))]
+    if args.workload == "txn-rate":
+        return [bench_txn_rate(bootstrap, topic, args.record_size, args.seconds, records, producers, args.partitions)
+                for producers in args.producers or TXN_RATE_PRODUCERS
+                for records in args.records_per_txn or TXN_RATE_RECORDS]
     if args.workload == "read-committed":
-        return bench_read_committed(bootstrap, topic, args.record_size, args.records or 200_000, args.records_per_txn or 100)
+        return bench_read_committed(bootstrap, topic, args.record_size, args.records or 200_000,
+                                    _one(args.records_per_txn, 100, "--records-per-txn"))
     wanted = args.records or 1_000_000
     available = count_records(bootstrap, topic)
     while available < wanted:  # fill the topic first if it holds too few records
@@ -145,7 +177,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"onceflow bench: --brokers: unknown {', '.join(unknown)} (choose from {', '.join(BROKERS)})", file=sys.stderr)
         return 2
     rows = compare(brokers, args.override, args.partitions, args.record_size, args.seconds, args.records or 1_000_000,
-                   args.transactions, args.records_per_txn or 10, args.commit_interval_ms, args.linger_ms,
+                   args.transactions, _one(args.records_per_txn, 10, "--records-per-txn"), args.commit_interval_ms, args.linger_ms,
                    lambda line: print(line, file=sys.stderr, flush=True))
     print(as_json(rows) if args.json else table(rows))
     return 0

@@ -267,13 +267,90 @@ def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transacti
         latencies.append((time.perf_counter() - t0) * 1000)
     elapsed = time.perf_counter() - start
     latencies.sort()
-    def pick(q: float) -> float:
-        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
-
     n = transactions * records_per_txn
     return Result(f"commit-latency {records_per_txn} records/txn", n, n * record_size, elapsed, {
-        "p50_ms": round(pick(0.50), 3), "p99_ms": round(pick(0.99), 3), "max_ms": round(latencies[-1], 3),
+        "p50_ms": round(_percentile(latencies, 0.50), 3), "p99_ms": round(_percentile(latencies, 0.99), 3),
+        "max_ms": round(latencies[-1], 3),
         "mean_ms": round(statistics.fmean(latencies), 3)})
+
+
+#: txn-rate's shapes: records per transaction, and concurrent transactional producers.
+TXN_RATE_RECORDS = (1, 10, 100)
+TXN_RATE_PRODUCERS = (1, 4)
+#: Transactions each producer runs before the clock starts (connections, metadata, coordinator).
+TXN_WARMUP = 20
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float, records_per_txn: int,
+                   producers: int, partitions: int) -> Result:
+    """Transactions per second: ``producers`` transactional producers, each on its own thread,
+    run begin, ``records_per_txn`` records (spread over the partitions), commit, back to back for
+    ``seconds``.  The commit latency is ``commit_transaction()`` called right after the records
+    are produced, so it includes their own acks=all write, as an application sees it."""
+    import threading
+
+    from confluent_kafka import KafkaException, Producer
+
+    payload = os.urandom(record_size)
+    start_line = threading.Barrier(producers + 1)
+    stop = threading.Event()
+    counts = [0] * producers
+    latencies: list[list[float]] = [[] for _ in range(producers)]
+    errors: list[KafkaException] = []
+
+    def one_transaction(producer: Producer, first: int) -> float:
+        producer.begin_transaction()
+        for i in range(records_per_txn):
+            producer.produce(topic, payload, partition=(first + i) % partitions)
+        t0 = time.perf_counter()
+        producer.commit_transaction(TIMEOUT_S)
+        return (time.perf_counter() - t0) * 1000
+
+    def run(index: int) -> None:
+        try:
+            producer = Producer(_producer_config(bootstrap, 0, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+            producer.init_transactions(TIMEOUT_S)
+            for n in range(TXN_WARMUP):
+                one_transaction(producer, index + n)
+        except KafkaException as exc:  # reported by the caller, after the barrier
+            errors.append(exc)
+            start_line.abort()
+            return
+        start_line.wait(TIMEOUT_S)
+        n = 0
+        try:
+            while not stop.is_set():
+                latencies[index].append(one_transaction(producer, index + n))
+                n += 1
+        except KafkaException as exc:
+            errors.append(exc)
+        counts[index] = n
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"bench-txn-{i}") for i in range(producers)]
+    for thread in threads:
+        thread.start()
+    try:
+        start_line.wait(TIMEOUT_S)
+    except threading.BrokenBarrierError:
+        pass
+    start = time.perf_counter()
+    stop.wait(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(TIMEOUT_S)
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"txn-rate: {errors[0]!r}")
+    ordered = sorted(x for per_producer in latencies for x in per_producer)
+    transactions = sum(counts)
+    n = transactions * records_per_txn
+    return Result(f"txn-rate {records_per_txn} records/txn, {producers} producer(s)", n, n * record_size, elapsed, {
+        "txn_per_s": round(transactions / elapsed, 1), "p50_ms": round(_percentile(ordered, 0.50), 3),
+        "p99_ms": round(_percentile(ordered, 0.99), 3), "max_ms": round(ordered[-1], 3)})
 
 
 def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "read_uncommitted") -> Result:

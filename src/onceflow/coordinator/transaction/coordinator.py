@@ -109,6 +109,11 @@ S = TransactionState
 MARKER_RETRY_BACKOFF_MS = 100
 #: Back-off before a Complete record whose append failed retriably is appended again.
 COMPLETION_RETRY_BACKOFF_MS = 100
+#: How long an AddPartitionsToTxn / AddOffsetsToTxn may wait for the id's previous transaction
+#: to complete before it is answered CONCURRENT_TRANSACTIONS after all (see ``_park``).
+PARKED_MAX_MS = 500
+#: At most this many requests of one id wait at once; more are answered at once.
+PARKED_MAX_PER_ID = 8
 
 @dataclass(frozen=True, slots=True)
 class AbortTimedOutTransactions:
@@ -132,6 +137,21 @@ class CompletionRetry:
     """Timer: append the Complete record of a transaction again."""
 
     transactional_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedExpiry:
+    """Timer: the requests parked behind a completing transaction waited long enough."""
+
+    transactional_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A request waiting for its id's previous transaction to complete."""
+
+    retry: Callable[[], None]
+    give_up: Callable[[], None]
 
 #: Marker outcomes after which the partition needs no marker any more.
 _MARKER_DONE = frozenset(
@@ -186,6 +206,8 @@ class TransactionCoordinator:
         self._pending_markers: dict[str, _PendingCompletion] = {}
         #: Complete records waiting to be appended again.
         self._completion_retries: dict[str, _PendingCompletion] = {}
+        #: Requests waiting for their id's transaction to complete (``_park``).
+        self._parked: dict[str, list[_Parked]] = {}
         now = clock.now_ms()
         self._timers.set(AbortTimedOutTransactions(), now + self._abort_interval_ms)
         self._timers.set(ExpireTransactionalIds(), now + self._expire_interval_ms)
@@ -193,6 +215,7 @@ class TransactionCoordinator:
         runtime.on_timer(ExpireTransactionalIds, self._on_expire_timer)
         runtime.on_timer(MarkerRetry, self._on_marker_retry)
         runtime.on_timer(CompletionRetry, self._on_completion_retry)
+        runtime.on_timer(ParkedExpiry, self._on_parked_expiry)
 
     # ================================================================ plumbing (coordinator/runtime.py)
 
@@ -270,6 +293,8 @@ class TransactionCoordinator:
                     del pending_map[tid]
                     self._timers.cancel(timer(tid))
             loaded = self._state.load_partition(partition, records)
+            for tid in [t for t in self._parked if self.partition_for(t) == partition]:
+                self._resume_parked(tid)  # answered from what the load found
             now = self._now()
             for md in loaded:
                 if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
@@ -453,6 +478,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: list[TopicPartition],
         done: Callable[[ErrorCode], None],
+        may_park: bool = True,
     ) -> None:
         if not transactional_id:
             done(ErrorCode.invalid_request)
@@ -465,6 +491,10 @@ class TransactionCoordinator:
             done(ErrorCode.invalid_producer_id_mapping)
         elif md.producer_epoch != producer_epoch:
             done(ErrorCode.producer_fenced)
+        elif may_park and md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            retry = functools.partial(self._add_partitions, transactional_id, producer_id, producer_epoch, partitions,
+                                      done, may_park=False)
+            self._park(transactional_id, retry, functools.partial(done, ErrorCode.concurrent_transactions))
         elif md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             done(ErrorCode.concurrent_transactions)
         elif md.state is S.ONGOING and md.topic_partitions.issuperset(partitions):
@@ -472,7 +502,49 @@ class TransactionCoordinator:
             done(ErrorCode.none)
         else:
             transit = md.prepare_add_partitions(partitions, self._now())
-            self._state.append_transaction_to_log(transactional_id, transit, done)
+
+            def appended(error: ErrorCode) -> None:
+                done(error)
+                self._resume_parked(transactional_id)
+
+            self._state.append_transaction_to_log(transactional_id, transit, appended)
+
+    def _park(self, transactional_id: str, retry: Callable[[], None], give_up: Callable[[], None]) -> None:
+        """Hold a request until the id's previous transaction completes, then ``retry`` it.
+
+        Kafka answers an AddPartitionsToTxn that arrives while the previous
+        transaction's markers are being written CONCURRENT_TRANSACTIONS, and
+        the client backs off (librdkafka and the Java client: 20 ms or more)
+        although completion takes about a millisecond here.  So the request
+        waits, at most ``PARKED_MAX_MS``, and is answered as if it had just
+        arrived (the outcome is one Kafka could give); after that, or beyond
+        ``PARKED_MAX_PER_ID`` waiting requests, it gets Kafka's answer.
+        """
+        parked = self._parked.setdefault(transactional_id, [])
+        if len(parked) >= PARKED_MAX_PER_ID:
+            give_up()
+            return
+        if not parked:
+            self._timers.set(ParkedExpiry(transactional_id), self._now() + PARKED_MAX_MS)
+        parked.append(_Parked(retry, give_up))
+
+    def _resume_parked(self, transactional_id: str) -> None:
+        """Answer the id's parked requests from its state now, in arrival order (never parking
+        them again).  One that writes a change holds the rest back until that is durable, so
+        that they do not meet it pending."""
+        parked = self._parked.get(transactional_id)
+        while parked:
+            md = self._state.get(transactional_id)
+            if md is not None and md.pending_transition_in_progress:
+                return  # resumed again when this change is durable (``_add_partitions``)
+            parked.pop(0).retry()
+        if parked is not None:
+            del self._parked[transactional_id]
+            self._timers.cancel(ParkedExpiry(transactional_id))
+
+    def _on_parked_expiry(self, key: ParkedExpiry, now: int) -> None:
+        for request in self._parked.pop(key.transactional_id, ()):
+            request.give_up()
 
     # ================================================================ produce-path verification
 
@@ -727,6 +799,7 @@ class TransactionCoordinator:
         def on_appended(error: ErrorCode) -> None:
             if error is ErrorCode.none:
                 log.debug("completed the transaction of transactional id %r: %s", tid, pending.transit.txn_state)
+                self._resume_parked(tid)
                 return
             if self._state.get(tid) is not pending.metadata:
                 log.info("transactional id %r was reloaded while appending %s; the load completes it",
