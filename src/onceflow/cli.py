@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import signal
 import sys
@@ -69,7 +70,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run())
     except OSError as exc:  # the port taken, the data directory unreadable, no space left for recovery
-        log.error("onceflow broker cannot run: %s", exc)
+        hint = f"; free space under {args.data_dir} and start it again" if exc.errno == errno.ENOSPC else ""
+        log.error("onceflow broker cannot run: %s%s", exc, hint)
+        log.debug("where it failed", exc_info=exc)
         return 1
     return 0
 
