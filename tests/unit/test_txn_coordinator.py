@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -536,9 +537,9 @@ def test_add_partitions_while_the_previous_transaction_completes_waits_for_it() 
     assert h.md().state is S.ONGOING and h.md().topic_partitions == {("b", 0), (OFFSETS, 7)}
 
 
-def _parked_behind_a_completion() -> tuple[Harness, int, int, Box]:
+def _parked_behind_a_completion(**harness: Any) -> tuple[Harness, int, int, Box]:
     """A committed transaction whose markers are out, and an AddPartitionsToTxn waiting for them."""
-    h = Harness()
+    h = Harness(**harness)
     pid, epoch = h.init_ok()
     h.begin("t", pid, epoch, ("a", 0))
     h.end("t", pid, epoch)
@@ -561,6 +562,15 @@ def test_a_request_waits_for_completion_at_most_parked_max_ms() -> None:
         h.store.complete_all()
     # In arrival order: the first adds the partition, the others find it already there.
     assert all(box.one == {("b", 0): E.none} for box in crowd[:-1])
+
+
+def test_a_parked_request_is_answered_from_what_a_reload_finds() -> None:
+    """The partition is loaded again while a request waits: the request is answered from the
+    loaded state at once (the reload rolls the commit forward: CONCURRENT_TRANSACTIONS, and the
+    client retries), not left waiting for a completion of metadata that is gone."""
+    h, _, _, waiting = _parked_behind_a_completion(num_partitions=1)
+    h.coord.load_partition(0, h.store.records(0))
+    assert waiting.one == {("b", 0): E.concurrent_transactions}
 
 
 def test_a_parked_request_is_answered_not_coordinator_on_shutdown() -> None:

@@ -1,0 +1,74 @@
+"""Answers that come later, which the server waits on: an acks=all Produce, answered
+once every partition's write is durable or at the request's timeout (REQUEST_TIMED_OUT for a write
+still waiting, KAFKA_STORAGE_ERROR for one whose flush failed, the others as they were), and a
+coordinator's answer, once it calls back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from onceflow.broker.handlers.produce import _PartitionOutcome, _respond_when_durable
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.framing import parse_request
+from onceflow.records.builder import build_batch
+from tests.support.wire import encode_request, produce_request
+
+
+def request() -> Any:
+    frame = encode_request(produce_request("t", build_batch([(None, b"v")], 1_700_000_000_000)), 7)
+    return parse_request(memoryview(frame)[4:])
+
+
+def errors(response: Any) -> list[ErrorCode]:
+    return [p.error_code for t in response.responses for p in t.partition_responses]
+
+
+def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> None:
+    async def scenario() -> list[ErrorCode]:
+        loop = asyncio.get_running_loop()
+        outcomes = [_PartitionOutcome(i) for i in range(3)]
+        futures = [loop.create_future() for _ in outcomes]
+        answer = asyncio.ensure_future(
+            _respond_when_durable(request(), [("t", outcomes)], list(zip(outcomes, futures, strict=True)), 30_000))
+        futures[2].set_result(None)
+        futures[0].set_exception(OSError("fsync failed"))
+        await asyncio.sleep(0)
+        assert not answer.done(), "one write is still waiting"
+        futures[1].set_result(None)
+        return errors(await asyncio.wait_for(answer, 5))
+
+    assert asyncio.run(scenario()) == [ErrorCode.kafka_storage_error, ErrorCode.none, ErrorCode.none]
+
+
+def test_a_write_not_durable_by_the_timeout_is_request_timed_out() -> None:
+    async def scenario() -> list[ErrorCode]:
+        loop = asyncio.get_running_loop()
+        outcomes = [_PartitionOutcome(0), _PartitionOutcome(1)]
+        done, never = loop.create_future(), loop.create_future()
+        done.set_result(None)
+        answer = asyncio.ensure_future(
+            _respond_when_durable(request(), [("t", outcomes)], [(outcomes[0], done), (outcomes[1], never)], 1))
+        response = await asyncio.wait_for(answer, 5)
+        never.set_result(None)  # too late: the answer stands
+        await asyncio.sleep(0)
+        return errors(response)
+
+    assert asyncio.run(scenario()) == [ErrorCode.none, ErrorCode.request_timed_out]
+
+
+def test_a_coordinator_answer_is_built_as_it_calls_back() -> None:
+    """``via_callback``: answered at once when the coordinator calls back at once; otherwise
+    an awaitable the server waits on, answered with the response when it does."""
+    from onceflow.broker.handlers.common import via_callback
+
+    async def scenario() -> None:
+        assert via_callback(lambda cb: cb(2), lambda n: n * 10) == 20
+        later: list[Any] = []
+        answer = asyncio.ensure_future(via_callback(later.append, lambda n: n * 10))
+        await asyncio.sleep(0)
+        assert not answer.done()
+        later[0](3)
+        assert await asyncio.wait_for(answer, 5) == 30
+
+    asyncio.run(scenario())
