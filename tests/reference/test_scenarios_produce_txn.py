@@ -368,6 +368,9 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
 
         assert end_txn(client, tid, pid, epoch, commit=True) == ErrorCode.none
         wait_hw_and_lso(client, topic, (2, 2), partition=1)
+        # The marker is durable before the Complete record is: until then a transactional write is
+        # answered as retriable (CONCURRENT_TRANSACTIONS in verification), on both brokers.
+        wait_txn_state(client, tid, "CompleteCommit")
         # After the commit, partition 1 is not in a transaction any more either.
         assert produce(client, topic, 1, txn_batch(pid, epoch, 1, [b"after"]), tid) == (ErrorCode.invalid_txn_state, -1)
         assert visible_values(client, topic, 1, READ_COMMITTED) == [b"in"]
