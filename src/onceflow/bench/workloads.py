@@ -320,7 +320,10 @@ def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float,
             errors.append(exc)
             start_line.abort()
             return
-        start_line.wait(TIMEOUT_S)
+        try:
+            start_line.wait(TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            return  # another producer could not start: its error is reported
         n = 0
         try:
             while not stop.is_set():
@@ -336,7 +339,7 @@ def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float,
     try:
         start_line.wait(TIMEOUT_S)
     except threading.BrokenBarrierError:
-        pass
+        stop.set()  # a producer could not start: no run, its error is raised below
     start = time.perf_counter()
     stop.wait(seconds)
     stop.set()

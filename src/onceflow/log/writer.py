@@ -11,9 +11,9 @@ segment, closing or deleting a log) first calls ``barrier()``.  Tests and
 start-up recovery use ``DirectWriter``, which writes at once on the
 caller's thread.
 
-A write or an fsync that fails (EIO, ENOSPC) is recorded on its segment.  The
-next fsync of that partition (``fsync_segments``) reports it, so no waiter is told its
-data is durable, and the partition refuses further appends with
+A write or an fsync that fails (EIO, ENOSPC) is recorded on its segment.
+The next fsync of that partition (``fsync_segments``) reports it, so no
+waiter is told its data is durable, and the partition refuses appends with
 KAFKA_STORAGE_ERROR until the broker restarts: the partition's offsets and
 producer state already count the lost write, and only recovery from the
 files (a CRC scan that truncates what is torn) makes them agree again.
@@ -110,15 +110,14 @@ def fsync_segments(segments: list[Segment]) -> list[OSError | None]:
     answered on its own, so a full disk under one partition neither fails
     another partition's durable appends nor leaves them unsynced.
     """
-    outcomes: list[OSError | None] = []
-    for segment in segments:
-        if segment.fd < 0 and segment.write_error is None:
-            outcomes.append(None)  # closed (its topic was deleted) meanwhile
-            continue
-        try:
-            segment.flush()
-        except OSError as exc:
-            outcomes.append(exc)
-        else:
-            outcomes.append(None)
-    return outcomes
+    return [_fsync(segment) for segment in segments]
+
+
+def _fsync(segment: Segment) -> OSError | None:
+    if segment.fd < 0 and segment.write_error is None:
+        return None  # closed (its topic was deleted) meanwhile
+    try:
+        segment.flush()
+    except OSError as exc:
+        return exc
+    return None
