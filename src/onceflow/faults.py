@@ -10,7 +10,8 @@ Points (named where they are reached):
 
 * ``txn-log:<State>``: a ``__transaction_state`` record moving a transaction
   to <State> (``PrepareCommit``, ``PrepareAbort``, ``CompleteCommit``...) is
-  durable, but the coordinator has not been told yet;
+  durable (a Complete record: in the log, maybe not yet on disk), but the
+  coordinator has not been told yet;
 * ``marker``: a COMMIT/ABORT marker has been appended to one partition of a
   transaction, before the markers of its other partitions are written;
 * ``segment-roll``: a partition has opened its new segment, before the

@@ -40,6 +40,9 @@ def committed_offset(bootstrap: str, group: str, topic: str) -> int:
         pytest.param("marker@1", True, {}, id="marker@1-True"),  # one partition has its COMMIT marker, the others do not
         pytest.param("marker@3", True, {}, id="marker@3-True"),  # all but one
         pytest.param("txn-log:PrepareAbort", False, {}, id="txn-log:PrepareAbort-False"),
+        # CompleteCommit is applied once in the log, before it is on disk: a crash then must still
+        # leave the transaction committed (the load rolls it forward from PrepareCommit if need be).
+        pytest.param("txn-log:CompleteCommit", True, {}, id="txn-log:CompleteCommit-True"),
         pytest.param("marker@2", False, {}, id="marker@2-False"),
         pytest.param("marker@1", True, SMALL_SEGMENTS, id="marker@1-True-1KiB-segments"),
         pytest.param("marker@2", False, SMALL_SEGMENTS, id="marker@2-False-1KiB-segments"),

@@ -24,18 +24,32 @@ def errors(response: Any) -> list[ErrorCode]:
     return [p.error_code for t in response.responses for p in t.partition_responses]
 
 
+class Waits:
+    """Stands in for group commit's ``on_durable``: the test says when each write is durable."""
+
+    def __init__(self) -> None:
+        self.waiters: list[Any] = []
+
+    def __call__(self, partition: Any, offset: int, waiter: Any) -> None:
+        self.waiters.append(waiter)
+
+
+def outcomes_of(count: int) -> list[_PartitionOutcome]:
+    outcomes = [_PartitionOutcome(i) for i in range(count)]
+    for out in outcomes:
+        out.log, out.durable_at = object(), 1
+    return outcomes
+
+
 def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> None:
     async def scenario() -> list[ErrorCode]:
-        loop = asyncio.get_running_loop()
-        outcomes = [_PartitionOutcome(i) for i in range(3)]
-        futures = [loop.create_future() for _ in outcomes]
-        answer = asyncio.ensure_future(
-            _respond_when_durable(request(), [("t", outcomes)], list(zip(outcomes, futures, strict=True)), 30_000))
-        futures[2].set_result(None)
-        futures[0].set_exception(OSError("fsync failed"))
+        outcomes, waits = outcomes_of(3), Waits()
+        answer = _respond_when_durable(request(), [("t", outcomes)], outcomes, waits, 30_000)
+        waits.waiters[2](None)
+        waits.waiters[0](OSError("fsync failed"))
         await asyncio.sleep(0)
         assert not answer.done(), "one write is still waiting"
-        futures[1].set_result(None)
+        waits.waiters[1](None)
         return errors(await asyncio.wait_for(answer, 5))
 
     assert asyncio.run(scenario()) == [ErrorCode.kafka_storage_error, ErrorCode.none, ErrorCode.none]
@@ -43,14 +57,11 @@ def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> No
 
 def test_a_write_not_durable_by_the_timeout_is_request_timed_out() -> None:
     async def scenario() -> list[ErrorCode]:
-        loop = asyncio.get_running_loop()
-        outcomes = [_PartitionOutcome(0), _PartitionOutcome(1)]
-        done, never = loop.create_future(), loop.create_future()
-        done.set_result(None)
-        answer = asyncio.ensure_future(
-            _respond_when_durable(request(), [("t", outcomes)], [(outcomes[0], done), (outcomes[1], never)], 1))
+        outcomes, waits = outcomes_of(2), Waits()
+        answer = _respond_when_durable(request(), [("t", outcomes)], outcomes, waits, 1)
+        waits.waiters[0](None)
         response = await asyncio.wait_for(answer, 5)
-        never.set_result(None)  # too late: the answer stands
+        waits.waiters[1](None)  # too late: the answer stands
         await asyncio.sleep(0)
         return errors(response)
 

@@ -13,7 +13,6 @@ from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import records as rec
 from onceflow.coordinator.group.coordinator import GroupCoordinator
-from onceflow.coordinator.partitioning import java_string_hashcode
 from onceflow.coordinator.group.metadata import GroupState
 from onceflow.coordinator.group.types import (
     FetchedOffset,
@@ -24,6 +23,7 @@ from onceflow.coordinator.group.types import (
     StoredRecord,
     SyncResult,
 )
+from onceflow.coordinator.partitioning import java_string_hashcode
 from onceflow.protocol.errors import ErrorCode
 
 E = ErrorCode

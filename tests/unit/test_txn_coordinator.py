@@ -53,15 +53,19 @@ class FakeTxnStore:
         self.events = events
         self.pending: list[tuple[int, bytes, bytes | None, Callable[[ErrorCode], None]]] = []
         self.log: list[tuple[int, bytes, bytes | None]] = []
+        #: States the coordinator asked to apply once in the log, before they are durable.
+        self.applied_once_in_log: list[str] = []
 
     @property
     def num_partitions(self) -> int:
         return self._num_partitions
 
-    def append(self, partition, key, value, done) -> None:
+    def append(self, partition, key, value, done, durable=True) -> None:
         self.pending.append((partition, key, value, done))
         tid, decoded = decode(key, value)
         self.events.append(("append", tid, state_name(decoded)))
+        if not durable:
+            self.applied_once_in_log.append(state_name(decoded))
 
     def complete_one(self, error: ErrorCode = E.none) -> None:
         partition, key, value, done = self.pending.pop(0)
@@ -660,7 +664,9 @@ def test_end_txn_full_sequence(commit: bool) -> None:
 
     h.markers.complete()
     assert h.events[-1] == ("append", "t", complete)
-    assert h.md().state.kafka_name == prepare  # not before durable
+    assert h.md().state.kafka_name == prepare  # not before the store reports it
+    # Only Complete is applied once in the log: it promises nothing (every marker is durable).
+    assert h.store.applied_once_in_log == [complete]
     h.store.complete_all()
     md = h.md()
     assert (md.state.kafka_name, md.pending_state, md.topic_partitions) == (complete, None, set())

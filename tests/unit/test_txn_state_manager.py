@@ -25,7 +25,7 @@ class Store:
     def __init__(self) -> None:
         self.pending: list = []
 
-    def append(self, partition, key, value, done) -> None:
+    def append(self, partition, key, value, done, durable=True) -> None:
         self.pending.append((partition, key, value, done))
 
     def complete(self, error: ErrorCode = E.none) -> None:

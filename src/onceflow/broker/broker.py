@@ -53,7 +53,7 @@ from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
-from .group_commit import GroupCommit
+from .group_commit import GroupCommit, Waiter
 from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
@@ -325,9 +325,9 @@ class Broker:
         assert self.group_commit is not None
         self.group_commit.mark_dirty(partition)
 
-    def wait_durable(self, partition: PartitionLog, offset: int) -> asyncio.Future[None]:
+    def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None:
         assert self.group_commit is not None
-        return self.group_commit.wait_durable(partition, offset)
+        self.group_commit.on_durable(partition, offset, waiter)
 
 
 def _read_entries(partition: PartitionLog) -> Iterator[StoredRecord | StoredMarker]:

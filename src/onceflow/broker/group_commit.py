@@ -1,21 +1,30 @@
 """Group commit: one fsync answers every acks=all waiter of the moment (asyncio, above the log).
 
-Theory of operation.  Appends mark their partition dirty.  A single flusher
-task repeatedly takes the set of dirty partitions, notes for each the end of
-what has been written (its ``FlushPoint``), fsyncs those files on the I/O
-thread (``log.writer.fsync_segments``, after every write submitted before
-it), and then, back on the event loop, advances each partition's high
-watermark to its flush point and resolves every waiter whose offset is now
-covered.  While one fsync runs, new appends pile up and are all covered by
-the next one, so under load each fsync answers many requests and the fsync
-rate, not the request rate, bounds the disk's work.
+Theory of operation.  Appends mark their partition dirty.  Marking schedules
+a flush for the end of the current event-loop pass, so every append of the
+pass joins it.  The flush notes, for each dirty partition, the end of what
+has been written (its ``FlushPoint``) and hands the fsyncs to the I/O thread
+(``log.writer.fsync_segments``), which runs them after every write
+submitted before, then reports back to the loop.  There each partition's
+high watermark advances to its flush point and every waiter it now covers
+is called.  While one flush runs, new appends pile up and the next flush,
+started as soon as the last one reports, covers them all: under load each
+fsync answers many requests, and the fsync rate, not the request rate,
+bounds the disk's work.
+
+It is callbacks, not tasks or futures, on purpose.  From the fsync's end to
+a produce's answer is one loop pass (the report) plus the answer's own: each
+extra future or task in the chain would cost a further pass, and on the
+transaction path (issue 12) those passes, not the disk, were most of a
+request's time.
 
 Waiters are kept per partition in offset order; a produce with acks=-1 waits
-for ``wait_durable(log, last_offset + 1)``.  If a partition's flush fails
-(EIO, disk full), the waiters it would have answered get the exception and
-the broker answers KAFKA_STORAGE_ERROR; nothing is acknowledged that is not
-on disk.  Each partition is answered by its own outcome: a coordinator told
-its durable record failed would drop a change its log keeps.
+for ``on_durable(log, last_offset + 1, callback)``.  If a partition's flush
+fails (EIO, disk full), the waiters it would have answered are called with
+the error and the broker answers KAFKA_STORAGE_ERROR; nothing is
+acknowledged that is not on disk.  Each partition is answered by its own
+outcome: a coordinator told its durable record failed would drop a change
+its log keeps.  A waiter is never called inside the call that registered it.
 """
 
 from __future__ import annotations
@@ -23,91 +32,137 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 
 from ..log.partition_log import FlushPoint, PartitionLog
 from ..log.writer import IoThread, fsync_segments
 
 log = logging.getLogger(__name__)
 
+#: Called once with None (durable) or the error that kept the data from the disk.
+Waiter = Callable[[OSError | None], None]
+
 
 class GroupCommit:
     def __init__(self, io: IoThread) -> None:
         self._dirty: dict[PartitionLog, None] = {}
-        self._waiters: dict[PartitionLog, deque[tuple[int, asyncio.Future[None]]]] = {}
-        self._wake = asyncio.Event()
+        self._waiters: dict[PartitionLog, deque[tuple[int, Waiter]]] = {}
         self._io = io
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled = False  # a flush starts at the end of this loop pass
+        self._flushing = False  # a flush is on the I/O thread
+        self._idle: list[asyncio.Future[None]] = []  # ``stop`` waiting for the flush in flight
         self._stopping = False
         self.flushes = 0
         self.fsyncs = 0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="onceflow-group-commit")
+        self._loop = asyncio.get_running_loop()
 
     def mark_dirty(self, partition: PartitionLog) -> None:
         if partition not in self._dirty:
             self._dirty[partition] = None
-            self._wake.set()
+            self._schedule()
+
+    def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None:
+        """Call ``waiter`` from the loop, never inside this call, once every offset below
+        ``offset`` is on disk (None) or cannot be (the error)."""
+        assert self._loop is not None, "GroupCommit.start() first"
+        if partition.high_watermark >= offset:
+            self._loop.call_soon(waiter, None)
+            return
+        self._waiters.setdefault(partition, deque()).append((offset, waiter))
+        self.mark_dirty(partition)
 
     def wait_durable(self, partition: PartitionLog, offset: int) -> asyncio.Future[None]:
-        """A future resolved once every offset below ``offset`` is on disk."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if partition.high_watermark >= offset:
-            fut.set_result(None)
-            return fut
-        self._waiters.setdefault(partition, deque()).append((offset, fut))
-        self.mark_dirty(partition)
+        """``on_durable`` as a future: resolved once every offset below ``offset`` is on disk."""
+        assert self._loop is not None, "GroupCommit.start() first"
+        fut: asyncio.Future[None] = self._loop.create_future()
+
+        def settle(error: OSError | None) -> None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+        self.on_durable(partition, offset, settle)
         return fut
 
     def forget(self, partition: PartitionLog) -> None:
         """A partition is going away (topic deleted): fail its waiters."""
         self._dirty.pop(partition, None)
-        for _, fut in self._waiters.pop(partition, ()):
-            if not fut.done():
-                fut.set_exception(OSError(f"{partition.name} was deleted"))
+        error = OSError(f"{partition.name} was deleted")
+        for _, waiter in self._waiters.pop(partition, ()):
+            _call(waiter, error)
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._stopping:
-            if not self._dirty:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            batch: list[tuple[PartitionLog, FlushPoint]] = []
-            for partition in self._dirty:
-                point = partition.flush_point()
-                if point is not None and not partition.closed:
-                    batch.append((partition, point))
-            self._dirty.clear()
-            if not batch:
-                continue
-            segments = [point.segment for _, point in batch]
-            outcomes = await loop.run_in_executor(self._io.executor, fsync_segments, segments)
-            self.flushes += 1
-            self.fsyncs += len(segments)
-            for (partition, point), error in zip(batch, outcomes, strict=True):
-                if error is None:
-                    partition.on_flushed(point)
-                else:
-                    log.error("%s: fsync failed: %s", partition.name, error)
-                self._settle(partition, point.offset, error)
+    def _schedule(self) -> None:
+        if not self._scheduled and not self._flushing and not self._stopping and self._loop is not None:
+            self._scheduled = True
+            self._loop.call_soon(self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._scheduled = False
+        if self._flushing:
+            return
+        batch: list[tuple[PartitionLog, FlushPoint]] = []
+        for partition in self._dirty:
+            point = partition.flush_point()
+            if point is not None and not partition.closed:
+                batch.append((partition, point))
+        self._dirty.clear()
+        if not batch:
+            self._wake_idle()
+            return
+        self._flushing = True
+        self._io.submit(self._fsync_job, batch)
+
+    def _fsync_job(self, batch: list[tuple[PartitionLog, FlushPoint]]) -> None:
+        """On the I/O thread: fsync, then report to the loop."""
+        try:
+            outcomes = fsync_segments([point.segment for _, point in batch])
+        except Exception as exc:  # a bug: report it as a failed flush rather than never answering
+            log.exception("group commit: fsync failed unexpectedly")
+            outcomes = [OSError(f"fsync failed: {exc!r}") for _ in batch]
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._flushed, batch, outcomes)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    def _flushed(self, batch: list[tuple[PartitionLog, FlushPoint]], outcomes: list[OSError | None]) -> None:
+        self._flushing = False
+        self.flushes += 1
+        self.fsyncs += len(batch)
+        for (partition, point), error in zip(batch, outcomes, strict=True):
+            if error is None:
+                partition.on_flushed(point)
+            else:
+                log.error("%s: fsync failed: %s", partition.name, error)
+            self._settle(partition, point.offset, error)
+        if self._dirty:
+            self._start_flush()  # what piled up meanwhile: at once, it is already waiting
+        else:
+            self._wake_idle()
 
     def _settle(self, partition: PartitionLog, offset: int, error: OSError | None) -> None:
         waiters = self._waiters.get(partition)
         if not waiters:
             return
         while waiters and waiters[0][0] <= offset:
-            _, fut = waiters.popleft()
-            if fut.done():
-                continue
-            if error is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(error)
+            _, waiter = waiters.popleft()
+            _call(waiter, error)
         if not waiters:
             del self._waiters[partition]
         else:
             self.mark_dirty(partition)
+
+    def _wake_idle(self) -> None:
+        for fut in self._idle:
+            if not fut.done():
+                fut.set_result(None)
+        self._idle.clear()
 
     async def flush_now(self) -> None:
         """Make everything written so far durable (used on shutdown)."""
@@ -118,6 +173,15 @@ class GroupCommit:
     async def stop(self) -> None:
         await self.flush_now()
         self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            await self._task
+        while self._flushing or self._scheduled:
+            assert self._loop is not None
+            idle = self._loop.create_future()
+            self._idle.append(idle)
+            await idle
+
+
+def _call(waiter: Waiter, error: OSError | None) -> None:
+    try:
+        waiter(error)
+    except Exception:  # one waiter's bug must not keep the others unanswered
+        log.exception("group commit: a durability waiter failed")

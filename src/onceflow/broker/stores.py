@@ -21,6 +21,7 @@ created on first use, compacted, with their own segment size, as in Kafka.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -44,12 +45,7 @@ log = logging.getLogger(__name__)
 
 def _when_durable(broker: Broker, partition: PartitionLog, offset: int, done: Callable[[ErrorCode], None]) -> None:
     broker.after_append(partition)
-    fut = broker.wait_durable(partition, offset)
-
-    def finished(f: asyncio.Future[None]) -> None:
-        done(ErrorCode.kafka_storage_error if f.cancelled() or f.exception() is not None else ErrorCode.none)
-
-    fut.add_done_callback(finished)
+    broker.on_durable(partition, offset, lambda error: done(ErrorCode.none if error is None else ErrorCode.kafka_storage_error))
 
 
 def _later(done: Callable[[ErrorCode], None], error: ErrorCode) -> None:
@@ -112,7 +108,8 @@ class TransactionLogStore:
     def num_partitions(self) -> int:
         return self._broker.config[TRANSACTION_STATE_LOG_NUM_PARTITIONS]
 
-    def append(self, partition: int, key: bytes, value: bytes | None, done: Callable[[ErrorCode], None]) -> None:
+    def append(self, partition: int, key: bytes, value: bytes | None, done: Callable[[ErrorCode], None], *,
+               durable: bool = True) -> None:
         broker = self._broker
         now = broker.clock.now_ms()
         target = _append_internal(broker, TRANSACTION_STATE_TOPIC, partition, build_batch([(key, value)], now), now, done)
@@ -123,13 +120,18 @@ class TransactionLogStore:
             state = TransactionState.from_id(decoded.transaction_status) if decoded is not None else None
             point = f"txn-log:{state}"
 
-            def done_then_maybe_crash(error: ErrorCode) -> None:
-                faults.crash_point(point)  # durable, but the coordinator does not know yet
-                done(error)
+            def done_then_maybe_crash(error: ErrorCode, tell: Callable[[ErrorCode], None] = done) -> None:
+                faults.crash_point(point)  # written (durable unless durable=False), the coordinator does not know yet
+                tell(error)
 
-            _when_durable(broker, target, target.log_end_offset, done_then_maybe_crash)
+            done = done_then_maybe_crash
+        if durable:
+            _when_durable(broker, target, target.log_end_offset, done)
             return
-        _when_durable(broker, target, target.log_end_offset, done)
+        # In the log, before every later record of the partition: the group commit that makes
+        # any of them durable makes this one durable first (one file, written in order).
+        broker.after_append(target)
+        _later(done, ErrorCode.none)
 
 
 class LocalMarkerWriter:
@@ -150,7 +152,7 @@ class LocalMarkerWriter:
         broker = self._broker
         now = broker.clock.now_ms()
         results: dict[tuple[str, int], ErrorCode] = {}
-        waiting: list[tuple[tuple[str, int], asyncio.Future[None]]] = []
+        waiting: list[tuple[tuple[str, int], PartitionLog, int]] = []
         for topic, index in sorted(partitions):
             target = broker.registry.get(topic, index)
             if target is None:
@@ -171,20 +173,22 @@ class LocalMarkerWriter:
                 target.segments[-1].flush()
                 faults.crash_point("marker")
             broker.after_append(target)
-            waiting.append(((topic, index), broker.wait_durable(target, target.log_end_offset)))
+            waiting.append(((topic, index), target, target.log_end_offset))
         if not waiting:
             asyncio.get_running_loop().call_soon(done, results)
             return
+        remaining = [len(waiting)]
 
-        def finished(_: object) -> None:
-            for tp, fut in waiting:
-                if fut.cancelled() or fut.exception() is not None:
-                    results[tp] = ErrorCode.kafka_storage_error
-                    continue
+        def durable(tp: tuple[str, int], error: OSError | None) -> None:
+            if error is not None:
+                results[tp] = ErrorCode.kafka_storage_error
+            else:
                 results[tp] = ErrorCode.none
                 if tp[0] == OFFSETS_TOPIC:
                     broker.groups.complete_transaction(tp[1], producer_id, commit)
-            done(results)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                done(results)
 
-        gathered = asyncio.gather(*(fut for _, fut in waiting), return_exceptions=True)
-        gathered.add_done_callback(finished)
+        for tp, target, end in waiting:
+            broker.on_durable(target, end, functools.partial(durable, tp))

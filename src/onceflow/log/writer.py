@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol
+import queue
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .segment import Segment
@@ -74,19 +76,53 @@ DIRECT = DirectWriter()
 
 
 class IoThread:
-    """One thread for every log write and fsync, performed in submission order."""
+    """One thread for every log write and fsync, performed in submission order.
+
+    A plain queue of jobs, not an executor: a write needs no future, and a
+    flush reports back itself (``broker.group_commit``), so each handoff is
+    one queue put and, when the thread sleeps, one wake-up.
+    """
 
     def __init__(self) -> None:
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onceflow-io")
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="onceflow-io", daemon=True)
+        self._thread.start()
 
     def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
-        self.executor.submit(_write_job, segment, buffers, position)
+        self._jobs.put((_write_job, (segment, buffers, position)))
+
+    def submit(self, job: Callable[..., Any], *args: Any) -> None:
+        """Run ``job(*args)`` on the I/O thread after everything submitted before it."""
+        if self._closed:
+            raise RuntimeError("the I/O thread is shut down")
+        self._jobs.put((job, args))
 
     def barrier(self) -> None:
-        self.executor.submit(_nothing).result()
+        if self._closed or threading.current_thread() is self._thread:
+            return  # nothing can be pending, or we are the thread that runs it
+        reached = threading.Event()
+        self._jobs.put((reached.set, ()))
+        reached.wait()
 
     def shutdown(self) -> None:
-        self.executor.shutdown(wait=True)
+        """Finish every job submitted so far, then stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            job, args = item
+            try:
+                job(*args)
+            except Exception:  # a bug in a job must not stop every later write and fsync
+                log.exception("I/O job %s failed", getattr(job, "__qualname__", job))
 
 
 def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
@@ -97,10 +133,6 @@ def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
     except OSError as exc:
         segment.write_error = exc
         log.error("write to %s failed: %s; the partition refuses writes until the broker restarts", segment.log_path, exc)
-
-
-def _nothing() -> None:
-    pass
 
 
 def fsync_segments(segments: list[Segment]) -> list[OSError | None]:

@@ -68,19 +68,23 @@ def verification_error(error: ErrorCode, generic_error_supported: bool) -> Error
 
 
 def via_callback(start: Callable[[Callable[[T], None]], None], respond: Callable[[T], Any]) -> Any:
-    """Run a callback-style coordinator call; answer now if it finished, else later."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[T] = loop.create_future()
+    """Run a callback-style coordinator call; answer now if it finished, else later (a future
+    the server waits on, resolved with the response in the callback: no task, no extra pass)."""
+    answered: list[T] = []
+    answer: asyncio.Future[Any] | None = None
 
     def done(result: T) -> None:
-        if not fut.done():
-            fut.set_result(result)
+        if answer is None:
+            if not answered:
+                answered.append(result)
+        elif not answer.done():
+            try:
+                answer.set_result(respond(result))
+            except Exception as exc:  # noqa: BLE001 - a bug: handed to the server, which logs it and closes the connection
+                answer.set_exception(exc)
 
     start(done)
-    if fut.done():
-        return respond(fut.result())
-
-    async def later() -> Any:
-        return respond(await fut)
-
-    return later()
+    if answered:
+        return respond(answered[0])
+    answer = asyncio.get_running_loop().create_future()
+    return answer

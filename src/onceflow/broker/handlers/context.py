@@ -10,7 +10,6 @@ request's principal and the authorizer belong here too.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -20,6 +19,7 @@ from ...coordinator.group.coordinator import GroupCoordinator
 from ...coordinator.transaction.coordinator import TransactionCoordinator
 from ...log.partition_log import PartitionLog
 from ...protocol.framing import Request
+from ..group_commit import Waiter
 from ..partitions import PartitionRegistry, Topic
 from ..stores import LocalMarkerWriter
 
@@ -45,7 +45,7 @@ class BrokerContext(Protocol):
 
     def offsets_partition(self, partition: int) -> PartitionLog: ...
 
-    def wait_durable(self, partition: PartitionLog, offset: int) -> asyncio.Future[None]: ...
+    def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None: ...
 
     def after_append(self, partition: PartitionLog) -> None: ...
 

@@ -29,13 +29,16 @@ answered NOT_ENOUGH_REPLICAS, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ...config import TRANSACTION_PARTITION_VERIFICATION_ENABLE
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ...records.batch import HEADER_SIZE, Invalid, read_header
+from ..group_commit import Waiter
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, verification_error
 from .context import BrokerContext, Connection, Handler
 
@@ -97,10 +100,9 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
             conn.close()
         return None
     if acks == -1:
-        waits = [(o, broker.wait_durable(o.log, o.durable_at)) for _, rs in outcomes for o in rs if o.log is not None]
-        if any(not fut.done() for _, fut in waits):
-            return _respond_when_durable(request, outcomes, waits, ms(body.timeout))
-        _settle(waits)
+        waiting = [o for _, rs in outcomes for o in rs if o.log is not None]
+        if waiting:
+            return _respond_when_durable(request, outcomes, waiting, broker.on_durable, ms(body.timeout))
     return _response(request, outcomes)
 
 
@@ -149,23 +151,42 @@ def _append(broker: BrokerContext, partition: Any, records: bytes, now: int, out
     broker.after_append(partition)
 
 
-async def _respond_when_durable(request: Request, outcomes: Any, waits: list[Any], timeout_ms: int) -> Any:
-    futures = [fut for _, fut in waits]
-    try:
-        await asyncio.wait_for(asyncio.shield(asyncio.gather(*futures, return_exceptions=True)), max(timeout_ms, 0) / 1000)
-    except TimeoutError:
-        pass
-    _settle(waits)
-    return _response(request, outcomes)
+def _respond_when_durable(request: Request, outcomes: list[tuple[str, list[_PartitionOutcome]]],
+                          waiting: list[_PartitionOutcome], on_durable: Callable[[Any, int, Waiter], None],
+                          timeout_ms: int) -> asyncio.Future[Any]:
+    """The answer, once every partition written is durable (or failed), or at the timeout:
+    REQUEST_TIMED_OUT for a write still waiting, KAFKA_STORAGE_ERROR for one that failed.
 
+    Plain callbacks into one future (no task, gather or wait_for): the answer leaves one loop
+    pass after the last fsync reports, which is most of what an acks=all produce costs."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+    pending = set(range(len(waiting)))
 
-def _settle(waits: list[Any]) -> None:
-    for out, fut in waits:
-        if not fut.done():
-            out.error = ErrorCode.request_timed_out
-        elif fut.cancelled() or fut.exception() is not None:
-            out.error = ErrorCode.kafka_storage_error
-            out.message = "the write could not be made durable"
+    def finish() -> None:
+        timer.cancel()
+        for i in pending:
+            waiting[i].error = ErrorCode.request_timed_out
+        answer.set_result(_response(request, outcomes))
+
+    def durable(i: int, error: OSError | None) -> None:
+        if answer.done() or i not in pending:
+            return  # answered already (the timeout)
+        pending.discard(i)
+        if error is not None:
+            waiting[i].error = ErrorCode.kafka_storage_error
+            waiting[i].message = "the write could not be made durable"
+        if not pending:
+            finish()
+
+    def timed_out() -> None:
+        if not answer.done():
+            finish()
+
+    timer = loop.call_later(max(timeout_ms, 0) / 1000, timed_out)
+    for i, out in enumerate(waiting):
+        on_durable(out.log, out.durable_at, functools.partial(durable, i))
+    return answer
 
 
 def _response(request: Request, outcomes: list[tuple[str, list[_PartitionOutcome]]]) -> Any:

@@ -22,8 +22,9 @@ Kafka's state machine (``metadata.TransactionState``):
   runs from the first partition added.
 * EndTxn (``end_txn``) persists PrepareCommit/PrepareAbort -- the point of no
   return -- answers the producer, writes a COMMIT/ABORT marker to every
-  partition through the ``MarkerWriter`` and, when all are written, persists
-  CompleteCommit/CompleteAbort.  Markers that fail are retried after
+  partition through the ``MarkerWriter`` and, when all are durable, appends
+  CompleteCommit/CompleteAbort (applied once in the log: it promises
+  nothing, see ``_append_completion``).  Markers that fail are retried after
   ``MARKER_RETRY_BACKOFF_MS``; a partition that no longer exists counts as
   done.
 * The produce path and TxnOffsetCommit ask ``partition_in_transaction``
@@ -31,7 +32,8 @@ Kafka's state machine (``metadata.TransactionState``):
   part 1 verification).
 
 Every change follows prepare -> persist -> complete (``metadata.py``): the
-metadata is only changed once the store reports its record durable; while a
+metadata is only changed once the store reports its record durable (a
+Complete record: once it is in the log, see ``_append_completion``); while a
 change is pending other requests for the id get CONCURRENT_TRANSACTIONS.
 
 Loading (``load_partition``) replays a partition and rolls forward what was
@@ -784,7 +786,21 @@ class TransactionCoordinator:
         self._append_completion(pending)
 
     def _append_completion(self, pending: _PendingCompletion) -> None:
-        """Append the Complete record; retried until it is durable.
+        """Append the Complete record; retried until it is in the log.
+
+        It is applied once it is in the log, not once it is durable
+        (``durable=False``): it promises nothing to anyone.  The outcome was
+        promised when the Prepare record became durable, and every marker is
+        durable before Complete is written, so a crash that loses Complete
+        only makes the next load roll the transaction forward again (the
+        markers are written twice; partitions accept that).  Whatever the
+        coordinator does next that promises something -- the next
+        transaction's Ongoing, an epoch bump, a tombstone -- is a later record
+        of the same partition, and the fsync that makes it durable makes
+        Complete durable first.  This takes one fsync round off the path from
+        one transaction to the next, the path a producer committing in a loop
+        waits on.  (Kafka applies Complete once it is replicated; it never
+        waits for a disk.)
 
         Kafka retries COORDINATOR_NOT_AVAILABLE and gives up on NOT_COORDINATOR
         (the broker that loads the partition next rolls the transaction
@@ -811,7 +827,8 @@ class TransactionCoordinator:
             self._completion_retries[tid] = pending
             self._timers.set(CompletionRetry(tid), self._now() + COMPLETION_RETRY_BACKOFF_MS)
 
-        self._state.append_transaction_to_log(tid, pending.transit, on_appended, retry_on_error=lambda error: True)
+        self._state.append_transaction_to_log(tid, pending.transit, on_appended, retry_on_error=lambda error: True,
+                                              durable=False)
 
     # ================================================================ KIP-664
 

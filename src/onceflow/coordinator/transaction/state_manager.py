@@ -232,8 +232,11 @@ class TransactionStateManager:
         transit: TxnTransitMetadata,
         done: Callable[[ErrorCode], None],
         retry_on_error: Callable[[ErrorCode], bool] = lambda error: False,
+        *,
+        durable: bool = True,
     ) -> None:
-        """Persist ``transit``; apply it once durable; then ``done(error)``.
+        """Persist ``transit``; apply it once durable (``durable=False``: once in the log, see
+        ``TxnLogStore.append``); then ``done(error)``.
 
         On failure the metadata's pending state is cleared -- unless
         ``retry_on_error(mapped error)`` says the caller will append again.
@@ -266,7 +269,8 @@ class TransactionStateManager:
             done(result)
 
         self._store.append(
-            self.partition_for(transactional_id), key, value, lambda error: self._guard(lambda: on_done(error))
+            self.partition_for(transactional_id), key, value, lambda error: self._guard(lambda: on_done(error)),
+            durable=durable,
         )
 
     # ---------------------------------------------------------------- housekeeping

@@ -41,6 +41,8 @@ class TxnLogStore(Protocol):
         key: bytes,
         value: bytes | None,
         done: Callable[[ErrorCode], None],
+        *,
+        durable: bool = True,
     ) -> None:
         """Append one record to ``partition`` (value None: a tombstone).
 
@@ -49,6 +51,12 @@ class TxnLogStore(Protocol):
         with the error that prevented it (the log's own error, e.g.
         NOT_ENOUGH_REPLICAS, KAFKA_STORAGE_ERROR; the coordinator maps it to
         what Kafka tells clients).
+
+        With ``durable=False``, ``done`` is told once the record is in the
+        partition's log, ordered before every later record of the partition;
+        it becomes durable with them (or on its own, shortly).  Only a record
+        that promises nothing to anyone may be applied so (a Complete record,
+        see the coordinator).
         """
         ...
 
