@@ -45,7 +45,7 @@ def _setup_logging(level: str) -> None:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .broker.broker import Broker, tune_process_allocator
+    from .broker.broker import Broker, tune_process_allocator, tune_process_gc
 
     try:
         config = BrokerConfig.load(args.config, args.override)
@@ -62,6 +62,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await broker.start()
+        tune_process_gc()
         print(f"onceflow broker ready on {broker.host}:{broker.port}", flush=True)
         await stop.wait()
         log.info("shutting down")
