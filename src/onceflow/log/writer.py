@@ -3,11 +3,10 @@
 Theory of operation.  The event loop never copies log data into the page
 cache itself: ``Segment.append`` hands the bytes to a ``SegmentWriter``.  In
 the broker that is ``IoThread``, one thread that performs every log write
-and every fsync in the order they were submitted.  Parsing the next requests
-and copying the last ones into the page cache then overlap (the writes of
-one event-loop pass go over together, ahead of the fsync that needs them),
-and the FIFO gives the ordering durability needs for free: an fsync
-submitted after a write runs after it.  Anything that must see the file complete (rolling a
+and every fsync in the order they were submitted.  Parsing the next request
+and copying the last one into the page cache then overlap, and the FIFO
+gives the ordering durability needs for free: an fsync submitted after a
+write runs after it.  Anything that must see the file complete (rolling a
 segment, closing or deleting a log) first calls ``barrier()``.  Tests and
 start-up recovery use ``DirectWriter``, which writes at once on the
 caller's thread.
@@ -80,65 +79,39 @@ class IoThread:
     """One thread for every log write and fsync, performed in submission order.
 
     A plain queue of jobs, not an executor: a write needs no future, and a
-    flush reports back itself (``broker.group_commit``).  Writes are not
-    queued one by one: they gather (in order) until the next job or barrier,
-    which queues them first, as one job.  Every append is followed by a
-    group-commit flush in the same event-loop pass, so the writes of a pass
-    reach the thread together, with the fsync that needs them: one handoff
-    and one wake-up of the thread instead of one per append.  A pass that
-    gathers more than ``GATHER_MAX_BYTES`` hands them over at once.
+    flush reports back itself (``broker.group_commit``), so each handoff is
+    one queue put and, when the thread sleeps, one wake-up.
     """
-
-    GATHER_MAX_BYTES = 1 << 20
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._gathered: list[tuple[Segment, Buffers, int]] = []
-        self._gathered_bytes = 0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="onceflow-io", daemon=True)
         self._thread.start()
 
     def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
-        if self._closed:
-            raise RuntimeError("the I/O thread is shut down")
-        with self._lock:
-            self._gathered.append((segment, buffers, position))
-            self._gathered_bytes += sum(len(b) for b in buffers)
-            full = self._gathered_bytes > self.GATHER_MAX_BYTES
-        if full:
-            self._hand_over_writes()
+        self._jobs.put((_write_job, (segment, buffers, position)))
 
     def submit(self, job: Callable[..., Any], *args: Any) -> None:
-        """Run ``job(*args)`` on the I/O thread after every write and job submitted before it."""
+        """Run ``job(*args)`` on the I/O thread after everything submitted before it."""
         if self._closed:
             raise RuntimeError("the I/O thread is shut down")
-        self._hand_over_writes()
         self._jobs.put((job, args))
 
     def barrier(self) -> None:
         if self._closed or threading.current_thread() is self._thread:
             return  # nothing can be pending, or we are the thread that runs it
         reached = threading.Event()
-        self.submit(reached.set)
+        self._jobs.put((reached.set, ()))
         reached.wait()
 
     def shutdown(self) -> None:
-        """Finish every write and job submitted so far, then stop the thread."""
+        """Finish every job submitted so far, then stop the thread."""
         if self._closed:
             return
-        self._hand_over_writes()
         self._closed = True
         self._jobs.put(None)
         self._thread.join()
-
-    def _hand_over_writes(self) -> None:
-        with self._lock:
-            if not self._gathered:
-                return
-            writes, self._gathered, self._gathered_bytes = self._gathered, [], 0
-            self._jobs.put((_write_all, (writes,)))  # under the lock: hand-overs stay in order
 
     def _run(self) -> None:
         while True:
@@ -152,12 +125,7 @@ class IoThread:
                 log.exception("I/O job %s failed", getattr(job, "__qualname__", job))
 
 
-def _write_all(writes: list[tuple[Segment, Buffers, int]]) -> None:
-    for segment, buffers, position in writes:
-        _write_one(segment, buffers, position)
-
-
-def _write_one(segment: Segment, buffers: Buffers, position: int) -> None:
+def _write_job(segment: Segment, buffers: Buffers, position: int) -> None:
     if segment.write_error is not None or segment.fd < 0:
         return
     try:
