@@ -171,3 +171,56 @@ def test_roll_waits_for_pending_writes_before_fsyncing_the_old_segment(tmp_path:
         assert [h.base_offset for _, h in scan(data, verify_crc=True)][-1] == segment.next_offset - 1
     log.close()
     io.shutdown()
+
+
+def test_a_lazily_marked_partition_rides_with_the_next_flush_or_flushes_within_the_limit(tmp_path: Path) -> None:
+    """The transaction coordinator's Complete record: nobody waits for it, so it starts no flush
+    of its own; it becomes durable with the next flush, or after LAZY_FLUSH_MS at the latest."""
+    from onceflow.broker import group_commit
+
+    async def scenario() -> None:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        lazy, busy = open_log(tmp_path / "lazy-0", io), open_log(tmp_path / "busy-0", io)
+        lazy.append_produced(batch(0), 0)
+        commit.mark_lazy(lazy)
+        await asyncio.sleep(0)
+        assert not (commit._scheduled or commit._flushing), "no flush of its own"
+        assert (commit.flushes, lazy.high_watermark) == (0, 0)
+
+        written = busy.append_produced(batch(0), 0)
+        await asyncio.wait_for(commit.wait_durable(busy, written.last_offset + 1), 30)
+        assert lazy.high_watermark == 1, "it rode with the other partition's flush"
+
+        lazy.append_produced(batch(1), 0)
+        commit.mark_lazy(lazy)
+        flushes = commit.flushes
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while lazy.high_watermark < 2 and loop.time() < deadline:
+            await asyncio.sleep(group_commit.LAZY_FLUSH_MS / 1000 / 5)
+        assert lazy.high_watermark == 2 and commit.flushes == flushes + 1, "flushed on its own, within the limit"
+        await commit.stop()
+        for log in (lazy, busy):
+            log.close()
+        io.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_stopping_makes_a_lazily_marked_partition_durable(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        io = IoThread()
+        commit = GroupCommit(io)
+        commit.start()
+        log = open_log(tmp_path / "t-0", io)
+        log.append_produced(batch(0), 0)
+        commit.mark_lazy(log)
+        await commit.stop()
+        hw = log.high_watermark
+        log.close()
+        io.shutdown()
+        return hw
+
+    assert asyncio.run(scenario()) == 1

@@ -321,9 +321,13 @@ class Broker:
             records = ((e.key, e.value) for e in _read_entries(partition) if isinstance(e, StoredRecord))
             self.txns.load_partition(partition.partition, records)
 
-    def after_append(self, partition: PartitionLog) -> None:
+    def after_append(self, partition: PartitionLog, *, lazy: bool = False) -> None:
+        """Have group commit flush what was appended: soon, or (``lazy``) with the next flush."""
         assert self.group_commit is not None
-        self.group_commit.mark_dirty(partition)
+        if lazy:
+            self.group_commit.mark_lazy(partition)
+        else:
+            self.group_commit.mark_dirty(partition)
 
     def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None:
         assert self.group_commit is not None

@@ -25,6 +25,13 @@ the error and the broker answers KAFKA_STORAGE_ERROR; nothing is
 acknowledged that is not on disk.  Each partition is answered by its own
 outcome: a coordinator told its durable record failed would drop a change
 its log keeps.  A waiter is never called inside the call that registered it.
+
+A partition marked dirty *lazily* (``mark_lazy``: a record nobody waits for,
+the transaction coordinator's Complete record) does not start a flush of
+its own: it rides with the next flush that happens anyway, or at the latest
+after ``LAZY_FLUSH_MS``.  Its next record usually comes within a
+millisecond (the producer's next transaction), and an fsync of its own
+would only delay that record's.
 """
 
 from __future__ import annotations
@@ -42,10 +49,15 @@ log = logging.getLogger(__name__)
 #: Called once with None (durable) or the error that kept the data from the disk.
 Waiter = Callable[[OSError | None], None]
 
+#: The longest a lazily marked partition waits for a flush to ride with.
+LAZY_FLUSH_MS = 50
+
 
 class GroupCommit:
     def __init__(self, io: IoThread) -> None:
         self._dirty: dict[PartitionLog, None] = {}
+        self._lazy: dict[PartitionLog, None] = {}
+        self._lazy_timer: asyncio.TimerHandle | None = None
         self._waiters: dict[PartitionLog, deque[tuple[int, Waiter]]] = {}
         self._io = io
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -63,6 +75,18 @@ class GroupCommit:
         if partition not in self._dirty:
             self._dirty[partition] = None
             self._schedule()
+
+    def mark_lazy(self, partition: PartitionLog) -> None:
+        """Flush ``partition`` with the next flush, or within ``LAZY_FLUSH_MS`` (see above)."""
+        self._lazy[partition] = None
+        if self._lazy_timer is None and self._loop is not None and not self._stopping:
+            self._lazy_timer = self._loop.call_later(LAZY_FLUSH_MS / 1000, self._lazy_due)
+
+    def _lazy_due(self) -> None:
+        self._lazy_timer = None
+        for partition in self._lazy:
+            self.mark_dirty(partition)
+        self._lazy.clear()
 
     def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None:
         """Call ``waiter`` from the loop, never inside this call, once every offset below
@@ -93,6 +117,7 @@ class GroupCommit:
     def forget(self, partition: PartitionLog) -> None:
         """A partition is going away (topic deleted): fail its waiters."""
         self._dirty.pop(partition, None)
+        self._lazy.pop(partition, None)
         error = OSError(f"{partition.name} was deleted")
         for _, waiter in self._waiters.pop(partition, ()):
             _call(waiter, error)
@@ -107,6 +132,9 @@ class GroupCommit:
         if self._flushing:
             return
         batch: list[tuple[PartitionLog, FlushPoint]] = []
+        if self._lazy and self._dirty:  # they ride with this flush
+            self._dirty.update(self._lazy)
+            self._lazy.clear()
         for partition in self._dirty:
             point = partition.flush_point()
             if point is not None and not partition.closed:
@@ -166,6 +194,9 @@ class GroupCommit:
 
     async def flush_now(self) -> None:
         """Make everything written so far durable (used on shutdown)."""
+        if self._lazy_timer is not None:
+            self._lazy_timer.cancel()
+        self._lazy_due()
         pending = [self.wait_durable(p, p.log_end_offset) for p in list(self._dirty)]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)

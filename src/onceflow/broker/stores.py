@@ -129,8 +129,9 @@ class TransactionLogStore:
             _when_durable(broker, target, target.log_end_offset, done)
             return
         # In the log, before every later record of the partition: the group commit that makes
-        # any of them durable makes this one durable first (one file, written in order).
-        broker.after_append(target)
+        # any of them durable makes this one durable first (one file, written in order).  Nobody
+        # waits for it, so it needs no flush of its own: it rides with the next one.
+        broker.after_append(target, lazy=True)
         _later(done, ErrorCode.none)
 
 
@@ -149,6 +150,16 @@ class LocalMarkerWriter:
         partitions: frozenset[tuple[str, int]],
         done: Callable[[dict[tuple[str, int], ErrorCode]], None],
     ) -> None:
+        # One event-loop pass later: the coordinator answers EndTxn and then asks for the
+        # markers in the same step, and the answer's write comes in the next pass.  Appending
+        # the markers first would make the producer wait for them (about 0.5 ms for 6
+        # partitions); they are not part of its answer.
+        marker = (producer_id, producer_epoch, coordinator_epoch, commit)
+        asyncio.get_running_loop().call_soon(self._append_markers, marker, partitions, done)
+
+    def _append_markers(self, marker: tuple[int, int, int, bool], partitions: frozenset[tuple[str, int]],
+                        done: Callable[[dict[tuple[str, int], ErrorCode]], None]) -> None:
+        producer_id, producer_epoch, coordinator_epoch, commit = marker
         broker = self._broker
         now = broker.clock.now_ms()
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -175,7 +186,7 @@ class LocalMarkerWriter:
             broker.after_append(target)
             waiting.append(((topic, index), target, target.log_end_offset))
         if not waiting:
-            asyncio.get_running_loop().call_soon(done, results)
+            done(results)  # already a pass later than the call
             return
         remaining = [len(waiting)]
 
