@@ -24,6 +24,14 @@ def open_log(path: Path, io: IoThread) -> PartitionLog:
     return PartitionLog("t", 0, path, TopicConfig({}, BrokerConfig()), FakeClock().now_ms(), writer=io)
 
 
+def started_commit() -> tuple[IoThread, GroupCommit]:
+    """An I/O thread and a started group commit over it (inside a running event loop)."""
+    io = IoThread()
+    commit = GroupCommit(io)
+    commit.start()
+    return io, commit
+
+
 def batch(i: int) -> bytes:
     return build_batch([(None, b"record-%d" % i * 20)], 1_700_000_000_000)
 
@@ -50,9 +58,7 @@ def test_writes_land_in_order_and_barrier_waits_for_them(tmp_path: Path) -> None
 
 def test_group_commit_answers_many_waiters_with_few_fsyncs(tmp_path: Path) -> None:
     async def scenario() -> tuple[int, int, int]:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         log = open_log(tmp_path / "t-0", io)
         waiters = []
         for i in range(300):
@@ -73,9 +79,7 @@ def test_group_commit_answers_many_waiters_with_few_fsyncs(tmp_path: Path) -> No
 
 def test_a_failed_write_is_never_acknowledged_and_stops_appends(tmp_path: Path) -> None:
     async def scenario() -> None:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         log = open_log(tmp_path / "t-0", io)
         ok = log.append_produced(batch(0), 0)
         commit.mark_dirty(log)
@@ -103,9 +107,7 @@ def test_one_partitions_failed_write_does_not_fail_another_partitions_flush(tmp_
     failed write failed every waiter of the flush, so a coordinator was told that a record its
     log keeps had failed (and the others' segments went unsynced)."""
     async def scenario() -> None:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         good = open_log(tmp_path / "good-0", io)
         bad = open_log(tmp_path / "bad-0", io)
         _break_writes(bad)
@@ -129,9 +131,7 @@ def test_a_failed_fsync_fails_the_segment_for_good(tmp_path: Path, monkeypatch: 
     second fsync can succeed without them: the segment stays failed, nothing more is
     acknowledged, and the partition refuses writes until recovery from its files."""
     async def scenario() -> None:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         log = open_log(tmp_path / "t-0", io)
         first = log.append_produced(batch(0), 0)
         real_fsync = os.fsync
@@ -179,9 +179,7 @@ def test_a_lazily_marked_partition_rides_with_the_next_flush_or_flushes_within_t
     from onceflow.broker import group_commit
 
     async def scenario() -> None:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         lazy, busy = open_log(tmp_path / "lazy-0", io), open_log(tmp_path / "busy-0", io)
         lazy.append_produced(batch(0), 0)
         commit.mark_lazy(lazy)
@@ -211,9 +209,7 @@ def test_a_lazily_marked_partition_rides_with_the_next_flush_or_flushes_within_t
 
 def test_stopping_makes_a_lazily_marked_partition_durable(tmp_path: Path) -> None:
     async def scenario() -> int:
-        io = IoThread()
-        commit = GroupCommit(io)
-        commit.start()
+        io, commit = started_commit()
         log = open_log(tmp_path / "t-0", io)
         log.append_produced(batch(0), 0)
         commit.mark_lazy(log)

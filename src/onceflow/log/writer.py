@@ -90,7 +90,7 @@ class IoThread:
         self._thread.start()
 
     def write(self, segment: Segment, buffers: Buffers, position: int) -> None:
-        self._jobs.put((_write_job, (segment, buffers, position)))
+        self.submit(_write_job, segment, buffers, position)
 
     def submit(self, job: Callable[..., Any], *args: Any) -> None:
         """Run ``job(*args)`` on the I/O thread after everything submitted before it."""
