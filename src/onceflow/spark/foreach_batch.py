@@ -2,23 +2,31 @@
 
 Theory of operation: inside ``foreachBatch`` Spark runs an ordinary batch
 write, but its tasks still carry the micro-batch's identity (the local
-properties ``sql.streaming.queryId`` and ``streaming.sql.batchId``).  The
-onceflow batch writer uses it the way the streaming sink does (``sink``):
-each task writes its rows, whatever their ``topic`` column says, in one
-transaction together with the record "micro-batch B of partition P is
-written", and skips rows an earlier attempt already wrote.  Output is
-therefore exactly-once per (query, micro-batch, task partition) and atomic
-across topics within each task.
+properties ``sql.streaming.queryId`` and ``streaming.sql.batchId``, and the
+query's run id as the job group).  The onceflow batch writer uses it the
+way the streaming sink does (``sink``, ``protocol``): each task writes its
+rows, whatever their ``topic`` column says, in one transaction together
+with its slot's record in the progress topic of (query, ``name``), and
+skips rows an earlier attempt already wrote.  Output is therefore
+exactly-once per micro-batch and atomic across topics within each task.
 
-Each call needs its own ``name`` when a micro-batch writes more than once:
-the name is part of the transactional ids and bookkeeping groups.
+Each call of one micro-batch needs its own ``name``: the name is the
+scope (progress topic and transactional ids).  A name used twice in one
+micro-batch is refused here, on the driver, before the second write
+starts; keep each name for the life of the checkpoint.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
-from .options import OptionError
+from .options import OptionError, check_write_name
+
+_lock = threading.Lock()
+#: The names written so far in each (query id and run id, micro-batch) of this driver.
+_written: OrderedDict[tuple[str, int], set[str]] = OrderedDict()
 
 
 def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: str = "foreach-batch",
@@ -32,11 +40,28 @@ def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: 
     if current is None or int(current) != batch_id:
         raise OptionError(f"write_exactly_once must be called from foreachBatch with its batch id "
                           f"(got {batch_id}, the running micro-batch is {current})")
+    name = check_write_name(name, "write_exactly_once's name")
+    run = f"{context.getLocalProperty('sql.streaming.queryId')}/{context.getLocalProperty('spark.jobGroup.id')}"
+    _claim(run, batch_id, name)
     writer = (df.write.format("onceflow")
               .option("kafka.bootstrap.servers", bootstrap_servers)
-              .option("transactionalIdPrefix", f"onceflow-{name}"))
+              .option("transactionalIdPrefix", f"onceflow-{name}")
+              .option("writeName", name))
     if topic is not None:
         writer = writer.option("topic", topic)
     for key, value in options.items():
         writer = writer.option(key, value)
     writer.mode("append").save()
+
+
+def _claim(run: str, batch_id: int, name: str) -> None:
+    with _lock:
+        names = _written.setdefault((run, batch_id), set())
+        if name in names:
+            raise OptionError(f"write_exactly_once was called twice with name {name!r} in micro-batch {batch_id}: "
+                              "the second write would be taken for a replay of the first and dropped. Give each "
+                              "call of one micro-batch its own name (and keep it for the life of the checkpoint)",
+                              "name")
+        names.add(name)
+        while len(_written) > 64:
+            _written.popitem(last=False)

@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -38,6 +39,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..coordinator import INTERNAL_TOPICS
 from .options import Assign, Subscribe, Subscription
+from .protocol import PROGRESS_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,15 @@ def _isolation(kafka_params: Mapping[str, str]) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What a subscription covers now: its partitions, their topics' ids, and topics with unsettled metadata."""
+
+    partitions: list[TP]
+    topic_ids: dict[str, str]
+    unsettled: set[str]
+
+
 class KafkaAdmin:
     """The driver's view of the brokers: partitions of a subscription, and their offsets."""
 
@@ -111,22 +122,63 @@ class KafkaAdmin:
         refresh) or send a stale leader epoch (FENCED_LEADER_EPOCH)."""
         self._admin = AdminClient(self._config)
 
+    @property
+    def client(self) -> AdminClient:
+        return self._admin
+
+    def retrying(self, call: Callable[[], _T]) -> _T:
+        """``call`` (which uses ``client``), retried on transient errors with a fresh client, within the timeout."""
+        return _retrying(call, self._timeout_s, self._renew)
+
     def partitions(self, subscription: Subscription) -> list[TP]:
         """The partitions the subscription covers now (new partitions and matching topics included)."""
-        if isinstance(subscription, Assign):
-            return sorted(subscription.partitions)
+        return self.listing(subscription).partitions
+
+    def listing(self, subscription: Subscription, with_ids: bool = False) -> Listing:
+        """The partitions the subscription covers now, and (``with_ids``) their topics' ids.
+
+        A topic whose metadata has an error other than "does not exist" (being
+        created, a leader moving) is *unsettled*: neither listed nor absent."""
         metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s, self._renew)
+        assigned = set(subscription.partitions) if isinstance(subscription, Assign) else set()
         out: list[TP] = []
+        unsettled: set[str] = set()
         for name, topic in metadata.topics.items():
             if isinstance(subscription, Subscribe):
                 if name not in subscription.topics:
                     continue
-            elif name in INTERNAL_TOPICS or not subscription.matches(name):
-                continue  # a pattern never matches the internal topics (the Java consumer's exclude.internal.topics)
+            elif isinstance(subscription, Assign):
+                if not any(t == name for t, _ in assigned):
+                    continue
+            elif name in INTERNAL_TOPICS or name.startswith(PROGRESS_TOPIC_PREFIX) or not subscription.matches(name):
+                # A pattern never matches the internal topics (the Java consumer's exclude.internal.topics),
+                # nor the exactly-once sink's progress topics.
+                continue
             if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
-                continue  # e.g. being created or deleted: picked up next time
-            out.extend((name, p) for p in topic.partitions)
-        return sorted(out)
+                if topic.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    unsettled.add(name)  # e.g. being created, a leader moving: picked up next time
+                continue
+            partitions = [(name, p) for p in topic.partitions]
+            out.extend(tp for tp in partitions if not assigned or tp in assigned)
+        out.sort()
+        ids = self._topic_ids({t for t, _ in out}, unsettled) if with_ids and out else {}
+        return Listing([tp for tp in out if tp[0] not in unsettled], ids, unsettled)
+
+    def _topic_ids(self, topics: set[str], unsettled: set[str]) -> dict[str, str]:
+        """Each topic's id (KIP-516); a topic that cannot be described now joins ``unsettled``."""
+        from confluent_kafka import TopicCollection
+
+        futures = self._admin.describe_topics(TopicCollection(sorted(topics)), request_timeout=ATTEMPT_TIMEOUT_S)
+        ids: dict[str, str] = {}
+        for name, future in futures.items():
+            try:
+                description = _result(future, ATTEMPT_TIMEOUT_S)
+            except KafkaException:
+                unsettled.add(name)
+                continue
+            if description.topic_id is not None:
+                ids[name] = str(description.topic_id)
+        return ids
 
     def earliest(self, partitions: Iterable[TP]) -> dict[TP, int]:
         spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]

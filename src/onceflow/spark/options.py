@@ -202,6 +202,12 @@ class SinkOptions:
     transaction_timeout_ms: int
     #: Every ``kafka.*`` option with the prefix removed; with exactly-once, ``transaction.timeout.ms`` always present.
     kafka_params: Mapping[str, str]
+    #: ``acceptChangedReplay``: a micro-batch whose changed replay is let through (see ``protocol``).
+    accept_changed_replay: int | None = None
+    #: ``replayCheckTimeoutMs``: how long a task of a partly written micro-batch waits for confirmations.
+    replay_check_timeout_ms: int = 120_000
+    #: ``writeName``: which write of a foreachBatch function this is (``write_exactly_once``'s name).
+    name: str | None = None
 
 
 # --------------------------------------------------------------------------- option tables
@@ -235,6 +241,9 @@ _SINK_OPTIONS = (
     "topic",
     "deliveryGuarantee",
     "transactionalIdPrefix",
+    "acceptChangedReplay",
+    "replayCheckTimeoutMs",
+    "writeName",
     "includeHeaders",
     "checkpointLocation",
     "path",
@@ -254,7 +263,8 @@ _UNSUPPORTED_SOURCE_OPTIONS = {
     "fetchOffset.retryIntervalMs": "offset lookups are retried by the Kafka client",
 }
 
-_SINK_ONLY = ("topic", "deliveryGuarantee", "transactionalIdPrefix")
+_SINK_ONLY = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "acceptChangedReplay", "replayCheckTimeoutMs",
+              "writeName")
 _SOURCE_ONLY = tuple(o for o in _SOURCE_OPTIONS if o not in _SINK_OPTIONS)
 
 _DEFAULT_GROUP_ID_PREFIX = "onceflow-spark-source"
@@ -604,7 +614,7 @@ _REFUSED_PRODUCER_PARAMS = {
     "value.serializer": "Kafka option 'value.serializer' is not supported as values are written as bytes.",
     # Deviation from Spark (whose sink is not transactional): the sink derives its transactional ids.
     "transactional.id": "Kafka option 'transactional.id' is not supported: the sink derives one transactional id per "
-                        "task from option 'transactionalIdPrefix' (or from the checkpoint location)",
+                        "task from option 'transactionalIdPrefix' and Spark's query id",
 }
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -764,7 +774,8 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     if topic is not None:
         topic = _check_topic(topic.strip(), "topic")  # Spark trims it too
 
-    guarantee_text = (raw.get("deliveryGuarantee") or "exactly-once").strip().lower()
+    guarantee_given = raw.get("deliveryGuarantee")
+    guarantee_text = "exactly-once" if guarantee_given is None else guarantee_given.strip().lower()
     guarantee = next((g for g in _GUARANTEES if g == guarantee_text), None)
     if guarantee is None:
         raise OptionError(f"Option 'deliveryGuarantee' must be 'exactly-once' or 'at-least-once', got "
@@ -785,16 +796,20 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         raise OptionError(f"Option 'kafka.transaction.timeout.ms' must be a positive integer (milliseconds), got "
                           f"{timeout_text!r}", "kafka.transaction.timeout.ms")
 
+    _check_producer_params(kafka_params, guarantee, timeout_ms)
     if guarantee == "exactly-once":
-        if kafka_params.get("enable.idempotence", "true").strip().lower() == "false":
-            raise OptionError("Option 'kafka.enable.idempotence' can't be false with deliveryGuarantee "
-                              "'exactly-once': transactions need the idempotent producer", "kafka.enable.idempotence")
-        acks = kafka_params.get("acks")
-        if acks is not None and acks.strip().lower() not in ("all", "-1"):
-            # Kafka's own rule: an idempotent (so a transactional) producer needs acks=all.
-            raise OptionError(f"Option 'kafka.acks' must be 'all' (or -1) with deliveryGuarantee 'exactly-once', "
-                              f"got {acks!r}", "kafka.acks")
         kafka_params["transaction.timeout.ms"] = str(timeout_ms)
+
+    accept_text = raw.get("acceptChangedReplay")
+    accept = None
+    if accept_text is not None:
+        if not _INT.fullmatch(accept_text.strip()) or int(accept_text) < 0:
+            raise OptionError(f"Option 'acceptChangedReplay' must be a micro-batch id (an integer from 0), got "
+                              f"{accept_text!r}", "acceptChangedReplay")
+        accept = int(accept_text)
+    name = raw.get("writeName")
+    if name is not None:
+        name = check_write_name(name.strip(), "writeName")
 
     _parse_bool(raw, "includeHeaders", False)  # accepted, but it must still be a boolean
     return SinkOptions(
@@ -805,7 +820,72 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         checkpoint_location=raw.get("checkpointLocation"),
         transaction_timeout_ms=timeout_ms,
         kafka_params=kafka_params,
+        accept_changed_replay=accept,
+        replay_check_timeout_ms=_parse_positive_int(raw, "replayCheckTimeoutMs") or 120_000,
+        name=name,
     )
+
+
+#: A write's name goes into topic names and transactional ids: Kafka's legal characters, short enough
+#: for ``onceflow-progress-<query id>-<name>`` to stay within 249.
+_WRITE_NAME = re.compile(r"[a-zA-Z0-9._-]{1,150}")
+
+
+def check_write_name(name: str, option: str) -> str:
+    if not _WRITE_NAME.fullmatch(name):
+        raise OptionError(f"{option} {name!r} must be 1 to 150 of the characters a-z, A-Z, 0-9, '.', '_', '-' (it "
+                          "becomes part of Kafka topic names and transactional ids)", option)
+    return name
+
+
+_BOOLEANS = ("true", "false")
+
+
+def _check_producer_params(kafka_params: Mapping[str, str], guarantee: str, timeout_ms: int) -> None:
+    """Producer settings that librdkafka would accept here and then refuse in every task, or that would
+    quietly break the guarantee: refused now, naming the setting."""
+    idempotence = kafka_params.get("enable.idempotence", "true").strip().lower()
+    if idempotence not in _BOOLEANS:
+        raise OptionError(f"Option 'kafka.enable.idempotence' must be 'true' or 'false', got "
+                          f"{kafka_params['enable.idempotence']!r}", "kafka.enable.idempotence")
+    acks = kafka_params.get("acks", "all").strip().lower()
+    if acks not in ("all", "-1", "0", "1") and not (_INT.fullmatch(acks) and int(acks) > 1):
+        raise OptionError(f"Option 'kafka.acks' must be all, -1, 0 or 1, got {kafka_params['acks']!r}", "kafka.acks")
+    if guarantee == "exactly-once":
+        if idempotence == "false":
+            raise OptionError("Option 'kafka.enable.idempotence' can't be false with deliveryGuarantee "
+                              "'exactly-once': transactions need the idempotent producer", "kafka.enable.idempotence")
+        if acks not in ("all", "-1"):
+            # Kafka's own rule: an idempotent (so a transactional) producer needs acks=all.
+            raise OptionError(f"Option 'kafka.acks' must be 'all' (or -1) with deliveryGuarantee 'exactly-once', "
+                              f"got {kafka_params['acks']!r}", "kafka.acks")
+    elif acks == "0":
+        raise OptionError("Option 'kafka.acks' can't be 0 with deliveryGuarantee 'at-least-once': the producer would "
+                          "not know whether a row was written", "kafka.acks")
+    elif idempotence == "true" and acks not in ("all", "-1"):
+        raise OptionError(f"Option 'kafka.acks'={kafka_params['acks']!r} needs 'kafka.enable.idempotence'=false: the "
+                          "idempotent producer (the default) needs acks=all", "kafka.acks")
+    in_flight = kafka_params.get("max.in.flight.requests.per.connection",
+                                 kafka_params.get("max.in.flight"))
+    if in_flight is not None:
+        if not _INT.fullmatch(in_flight.strip()) or int(in_flight) < 1:
+            raise OptionError(f"Option 'kafka.max.in.flight.requests.per.connection' must be a positive integer, got "
+                              f"{in_flight!r}", "kafka.max.in.flight.requests.per.connection")
+        if int(in_flight) > 5 and idempotence == "true":
+            raise OptionError(f"Option 'kafka.max.in.flight.requests.per.connection' must be at most 5 with the "
+                              f"idempotent producer (Kafka's limit), got {in_flight!r}",
+                              "kafka.max.in.flight.requests.per.connection")
+    for name in ("message.timeout.ms", "delivery.timeout.ms"):
+        text = kafka_params.get(name)
+        if text is None:
+            continue
+        if not _INT.fullmatch(text.strip()) or int(text) < 0:
+            raise OptionError(f"Option 'kafka.{name}' must be a non-negative integer (milliseconds), got {text!r}",
+                              f"kafka.{name}")
+        if guarantee == "exactly-once" and (int(text) == 0 or int(text) > timeout_ms):
+            raise OptionError(f"Option 'kafka.{name}' ({text}) must be between 1 and the transaction timeout "
+                              f"({timeout_ms} ms, 'kafka.transaction.timeout.ms'): librdkafka refuses a longer one",
+                              f"kafka.{name}")
 
 
 # --------------------------------------------------------------------------- the sink's columns

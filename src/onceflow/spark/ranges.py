@@ -26,6 +26,11 @@ them:
   their size (``KafkaOffsetRangeCalculator.getRanges``), so the parts cover
   exactly the batch, with no gap and no overlap.
 
+* **What changed?** ``topic_changes`` finds the partitions a query was
+  reading whose topic was deleted, deleted and created again (its topic id
+  changed), or whose offsets went backwards: data loss, which the source
+  reports as Spark does (``failOnDataLoss``).
+
 Offsets count positions, not records: compaction and transaction markers
 leave gaps, so a range of size n holds at most n records.  The work here is
 per partition, never per record.
@@ -34,16 +39,18 @@ per partition, never per record.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = [
     "OffsetRange",
     "PartitionOffsets",
+    "TopicChanges",
     "TopicPartition",
     "plan_ranges",
     "rate_limit",
     "should_trigger",
+    "topic_changes",
     "total_size",
 ]
 
@@ -203,3 +210,61 @@ def plan_ranges(start: PartitionOffsets, end: PartitionOffsets, *,
                 out.append(OffsetRange(r.topic, r.partition, offset, offset + count))
                 offset += count
     return out
+
+
+@dataclass(frozen=True)
+class TopicChanges:
+    """What happened to a batch's partitions since the last one, other than new data: each is data loss.
+
+    ``deleted``: partitions gone (their topic deleted), with the offset the
+    query had reached; ``recreated``: partitions of a topic whose id changed
+    (deleted and created again), with that offset; ``backwards``:
+    partitions whose latest offset is now below it, as (reached, latest).
+    """
+
+    deleted: Mapping[TopicPartition, int]
+    recreated: Mapping[TopicPartition, int]
+    backwards: Mapping[TopicPartition, tuple[int, int]]
+
+    def __bool__(self) -> bool:
+        return bool(self.deleted or self.recreated or self.backwards)
+
+    def describe(self) -> str:
+        parts = []
+        if self.deleted:
+            parts.append("deleted: " + ", ".join(f"{t}-{p} (read up to offset {o})" for (t, p), o in sorted(self.deleted.items())))
+        if self.recreated:
+            parts.append("deleted and created again (a new topic id): " + ", ".join(
+                f"{t}-{p} (read up to offset {o})" for (t, p), o in sorted(self.recreated.items())))
+        if self.backwards:
+            parts.append("offsets went backwards: " + ", ".join(
+                f"{t}-{p} from {was} to {now}" for (t, p), (was, now) in sorted(self.backwards.items())))
+        return "; ".join(parts)
+
+
+def topic_changes(begin: PartitionOffsets, begin_ids: Mapping[str, str], listed: Iterable[TopicPartition],
+                  ids: Mapping[str, str], unsettled: Iterable[str], latest: PartitionOffsets) -> TopicChanges:
+    """Compare where the query is (``begin``, and the topic ids it saw) with what the cluster lists now.
+
+    ``listed`` are the partitions the cluster has now, ``ids`` their topics'
+    ids, ``unsettled`` topics whose metadata had a transient error (nothing
+    is concluded about them), ``latest`` the listed partitions' latest
+    offsets.  A topic id missing on either side (an older checkpoint, a
+    broker without topic ids) is not compared.
+    """
+    listed = set(listed)
+    unsettled = set(unsettled)
+    deleted: dict[TopicPartition, int] = {}
+    recreated: dict[TopicPartition, int] = {}
+    backwards: dict[TopicPartition, tuple[int, int]] = {}
+    for tp, offset in begin.items():
+        topic = tp[0]
+        if topic in unsettled:
+            continue
+        if tp not in listed:
+            deleted[tp] = offset
+        elif topic in begin_ids and topic in ids and begin_ids[topic] != ids[topic]:
+            recreated[tp] = offset
+        elif tp in latest and latest[tp] < offset:
+            backwards[tp] = (offset, latest[tp])
+    return TopicChanges(deleted, recreated, backwards)

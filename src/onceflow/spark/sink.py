@@ -1,89 +1,114 @@
-"""The exactly-once sink: one Kafka transaction per (query, micro-batch, task partition).
+"""The exactly-once sink: one Kafka transaction per (query, micro-batch, task partition), and the I/O of its protocol.
 
 Theory of operation
 -------------------
-Spark has no atomic commit across the tasks of a micro-batch, and it re-runs
-a task, or a whole micro-batch, after any failure.  So each write task makes
-its own output atomic and idempotent, with standard Kafka APIs only:
+``protocol`` decides; this module talks to Kafka, through confluent-kafka
+only.  A write task of micro-batch B, slot (task partition) P, of a scope
+(a streaming query, a ``write_exactly_once`` name, a batch job):
 
-1. *Identity.*  Task partition P of query Q writes with the transactional id
-   ``<prefix>-<Q>-<P>`` and keeps its bookkeeping in the consumer group of the
-   same name.  Q is Spark's query id (``sql.streaming.queryId``), stable
-   across restarts from the checkpoint and new for a new checkpoint, so ids
-   never collide between queries and a fresh checkpoint starts afresh.
-2. *Fence.*  ``init_transactions`` bumps the producer epoch of that id:
-   every earlier attempt of the task (a zombie, a speculative copy, a task of
-   a driver that was killed) can no longer commit, and whatever it left open
-   is aborted.
-3. *Check.*  Only then the task reads its group's committed offset for the
-   bookkeeping key (partition 0 of the sink's topic) with require_stable
-   (a read_committed consumer).  ``batch + 1`` there means "micro-batch
-   ``batch`` of partition P is written": the task skips its rows.
-4. *Write.*  Otherwise it begins a transaction, produces its rows, adds
-   ``batch + 1`` for the key to the transaction through
-   ``send_offsets_to_transaction`` (Delta Lake's txnAppId/txnVersion idea,
-   kept in Kafka itself), and commits.  Output and bookkeeping become
-   visible together or not at all.
+1. *Fence.*  Makes sure the scope's progress topic has a partition for P
+   (``progress``), then ``init_transactions`` with the transactional id
+   ``<prefix>-<query id>-<P>``: every earlier attempt of slot P (a retry, a
+   speculative copy, a task of a killed driver) can no longer commit, and
+   what it left open is aborted.
+2. *Read.*  Only then it reads slot P's record, and (once per Python worker
+   and micro-batch) the other slots' records.
+3. *Decide* (``protocol.plan``): write, check the rows against what the slot
+   already wrote, wait for the slots an earlier run wrote to be confirmed,
+   or refuse.
+4. *Write.*  Rows and the slot's new record in one transaction, committed
+   with retries of retriable errors; or a confirmation (a transaction
+   holding only the record); or a refusal (recorded, so that the other
+   tasks of the micro-batch refuse too, then raised as ``SinkRefusal``).
 
-Why that is exactly-once: two attempts X and Y of the same (Q, batch, P),
-with Y fenced in after X.  If X committed before Y's fence, Y's check sees
-X's offset (the coordinator completes X's transaction before it lets Y in)
-and Y skips.  If not, X's commit fails as fenced and its transaction is
-aborted, and only Y's can commit.  Spark's checkpoint replay gives the same
-rows to the same (batch, P) only if the query is deterministic, which Spark
-itself assumes.
+A task fenced by a rival attempt of its own slot (speculation) does not
+fail: it waits until the rival's record shows the micro-batch written in
+this run, and reports that; only if none shows within the transaction
+timeout does it fail.
 
-The driver's ``commit`` has nothing left to do (each task committed its
-own), so it is idempotent; ``abort`` neither: a failed task aborted its
-transaction, and a dead one's is aborted by the next attempt's fence, or by
-``transaction.timeout.ms`` if the query is never restarted.
+The driver's commit (``finish``) fences, the first time it sees a run of a
+scope, every slot of the progress topic that no task of that micro-batch
+fenced: slots of an earlier run that had more tasks, and tasks that had
+no rows (they never open a producer).  So once the first micro-batch after
+a restart is committed, no transaction of the query's earlier runs is
+open, whatever the task count; a restarted query no longer holds
+read_committed readers until ``transaction.timeout.ms``.
 
 ``deliveryGuarantee=at-least-once`` writes with an idempotent producer and
 no transaction (Spark's own Kafka sink): a re-run task writes again.
 
-Everything here runs in plain Python with confluent-kafka; the PySpark
-adapter (``source.py``) only supplies the batch id, the query id and the
-task partition.
+Batch jobs (``df.write`` outside ``foreachBatch``) run the same protocol
+with the job as the scope and micro-batch 0, so a task retried after its
+commit skips; the job's progress topic is deleted when the job ends.
 """
 
 from __future__ import annotations
 
-import json
+import concurrent.futures
+import itertools
 import logging
+import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .. import faults
 from .kafka import client_config
 from .options import OptionError, SinkOptions
+from .progress import ProgressStore, reader_params
+from .protocol import (
+    DEFAULT_PREFIX,
+    Abort,
+    Clock,
+    Commit,
+    Fence,
+    Fenced,
+    Fingerprint,
+    Outcome,
+    ReadOthers,
+    ReadOwn,
+    ReadRows,
+    Record,
+    Settings,
+    SinkRefusal,
+    Sleep,
+    SlotRecord,
+    Step,
+    TaskIdentity,
+    WriteRows,
+    progress_topic,
+    task_steps,
+    transactional_id,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PREFIX = "onceflow-sink"
-#: The bookkeeping key's partition in the sink's topic.
-BOOKKEEPING_PARTITION = 0
+__all__ = ["SinkRefusal", "TaskIdentity", "TaskOutcome", "finish", "task_identity", "write_at_least_once",
+           "write_exactly_once"]
+
 #: Bounds on waits that are not the transaction itself.
 CLIENT_TIMEOUT_S = 60.0
-#: Retries of a commit that failed with a retriable error (e.g. the broker restarting).
-COMMIT_RETRIES = 10
-FAULT_POINT = "spark-sink-first-attempt"
+#: How often a waiting task reads the other slots' records.
+WAIT_POLL_S = 0.25
+FENCE_PARALLELISM = 8
+#: Kept for the demo and tests: the first row of a first attempt is written, then the task fails.
+FAULT_POINT = faults.SPARK_FIRST_ATTEMPT
+_T = TypeVar("_T")
 
-
-@dataclass(frozen=True, slots=True)
-class TaskIdentity:
-    """Which write this is: Spark's query id, micro-batch id and task partition."""
-
-    query_id: str
-    batch_id: int
-    partition: int
-    #: Spark's attempt number of the task (0 first); for logs and fault tests only.
-    attempt: int = 0
+#: Errors of a coordinator call that say "try again": the coordinator moved, is loading, or is
+#: finishing the previous transaction.  librdkafka retries some itself; the rest are retried here.
+_RETRIABLE = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.CONCURRENT_TRANSACTIONS,
+                        KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT,
+                        KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,27 +118,36 @@ class TaskOutcome:
     partition: int
     batch_id: int
     rows: int
-    #: The micro-batch of this partition was already written by an earlier attempt.
-    skipped: bool = False
+    #: written, confirmed (an earlier run wrote the same rows), skipped (written before), empty,
+    #: rival (another attempt of the slot wrote it), at-least-once.
+    action: str = "written"
+    query_id: str | None = None
+    name: str | None = None
+    run: str | None = None
     transactional_id: str | None = None
+    #: The task fenced its slot: no earlier attempt of it can still be open.
+    fenced: bool = False
+
+    @property
+    def skipped(self) -> bool:
+        return self.action in ("confirmed", "skipped", "rival")
 
 
-def transactional_id(prefix: str | None, query_id: str, partition: int) -> str:
-    """``<prefix>-<query id>-<partition>``: stable across retries and restarts, unique per query."""
-    return f"{prefix or DEFAULT_PREFIX}-{query_id}-{partition}"
-
-
-def task_identity(query_id: str | None, batch_id: str | int | None, partition: int, attempt: int = 0) -> TaskIdentity:
+def task_identity(query_id: str | None, batch_id: str | int | None, partition: int, attempt: int = 0,
+                  run: str | None = None, stage: int = 0, name: str | None = None) -> TaskIdentity:
     if not query_id or batch_id is None:
         raise OptionError("the exactly-once sink needs Spark's streaming query id and batch id; in foreachBatch use "
                           "onceflow.spark.write_exactly_once(df, batch_id, ...)")
-    return TaskIdentity(query_id, int(batch_id), partition, attempt)
+    return TaskIdentity(query_id, int(batch_id), partition, run or query_id, attempt, name, stage)
 
 
-# -- rows -> messages --------------------------------------------------------------
+# -- rows -> messages --------------------------------------------------------------------
 
 
-def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[tuple[str, Any, Any, int | None, Any]]:
+Message = tuple[str, Any, Any, int | None, Any]
+
+
+def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
     """(topic, value, key, partition, headers) per row, column-wise (no per-row dict)."""
     for batch in batches:
         names = batch.schema.names
@@ -136,7 +170,7 @@ def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> It
             yield topic, values[i], keys[i], partitions[i], headers[i]
 
 
-def _produce(producer: Producer, message: tuple[str, Any, Any, int | None, Any], on_delivery: Any = None) -> None:
+def _produce(producer: Producer, message: Message, on_delivery: Any = None) -> None:
     topic, value, key, partition, headers = message
     kwargs: dict[str, Any] = {"value": value, "key": key}
     if partition is not None:
@@ -154,96 +188,29 @@ def _produce(producer: Producer, message: tuple[str, Any, Any, int | None, Any],
     raise BufferError("the producer's queue stayed full for 50 s")
 
 
-# -- the exactly-once task ---------------------------------------------------------
+# -- Kafka calls -------------------------------------------------------------------------
 
 
-def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, options: SinkOptions) -> TaskOutcome:
-    """Write one task's rows exactly once (see the module docstring)."""
-    rows = iter(_messages(batches, options.topic))
-    first = next(rows, None)
-    if first is None:
-        return TaskOutcome(task.partition, task.batch_id, 0)
-    key_topic = options.topic or first[0]
-    tid = transactional_id(options.transactional_id_prefix, task.query_id, task.partition)
-    producer = Producer(_producer_config(options, tid))
-    consumer = Consumer(_bookkeeping_config(options, tid))
-    try:
-        producer.init_transactions(CLIENT_TIMEOUT_S)  # fences every earlier attempt of this task
-        done = _written_batch(consumer, key_topic)
-        if done is not None and done >= task.batch_id:
-            _drain(rows)
-            log.info("%s: micro-batch %d already written (up to %d); skipping", tid, task.batch_id, done)
-            return TaskOutcome(task.partition, task.batch_id, 0, skipped=True, transactional_id=tid)
-        producer.begin_transaction()
-        count = 0
+def _call(call: Callable[[], _T], what: str, timeout_s: float = CLIENT_TIMEOUT_S) -> _T:
+    """A transactional or coordinator call, retried on retriable errors within ``timeout_s``; anything
+    else (fencing included) propagates."""
+    deadline = time.monotonic() + timeout_s
+    backoff = 0.05
+    while True:
         try:
-            _produce(producer, first)
-            count = 1
-            if task.attempt == 0:
-                _fault_point(producer)
-            for message in rows:
-                _produce(producer, message)
-                count += 1
-                if count & 0xFFF == 0:
-                    producer.poll(0)
-            metadata = json.dumps({"query": task.query_id, "batch": task.batch_id, "rows": count})
-            bookkeeping = [TopicPartition(key_topic, BOOKKEEPING_PARTITION, task.batch_id + 1, metadata)]
-            _retrying(lambda: producer.send_offsets_to_transaction(bookkeeping, consumer.consumer_group_metadata(),
-                                                                   CLIENT_TIMEOUT_S))
-            _retrying(lambda: producer.commit_transaction(_transaction_timeout_s(options)))
-        except BaseException:
-            _abort_quietly(producer, tid)
-            raise
-        return TaskOutcome(task.partition, task.batch_id, count, transactional_id=tid)
-    finally:
-        consumer.close()
-        producer.flush(1)
-
-
-def _fault_point(producer: Producer) -> None:
-    """Test-only (``onceflow.faults``): fail a first attempt once part of its rows is written."""
-    action = faults.armed(FAULT_POINT)
-    if action is not None:
-        producer.flush(CLIENT_TIMEOUT_S)  # the row is in the broker's log, in the open transaction
-        faults.act(FAULT_POINT, action)
-
-
-def _written_batch(consumer: Consumer, key_topic: str) -> int | None:
-    """The last micro-batch this task's group recorded as written, or None."""
-    [committed] = consumer.committed([TopicPartition(key_topic, BOOKKEEPING_PARTITION)], timeout=CLIENT_TIMEOUT_S)
-    if committed.error is not None:
-        raise KafkaException(committed.error)
-    return committed.offset - 1 if committed.offset >= 0 else None
-
-
-def _retrying(call: Any) -> None:
-    """Repeat a transactional call on retriable errors (a broker restart); anything else propagates."""
-    for attempt in range(COMMIT_RETRIES):
-        try:
-            call()
-            return
+            return call()
         except KafkaException as exc:
             error = exc.args[0]
-            if not error.retriable() or attempt == COMMIT_RETRIES - 1:
+            if not isinstance(error, KafkaError):
                 raise
-            log.info("retrying after a retriable error: %s", error)
-            time.sleep(min(0.1 * 2 ** attempt, 2.0))
-
-
-def _abort_quietly(producer: Producer, tid: str) -> None:
-    try:
-        producer.abort_transaction(CLIENT_TIMEOUT_S)
-    except KafkaException as exc:  # fenced or fatal: the next attempt's fence aborts it
-        log.info("%s: abort after a failed write did not complete: %s", tid, exc)
-
-
-def _drain(rows: Iterator[Any]) -> None:
-    for _ in rows:
-        pass
-
-
-def _transaction_timeout_s(options: SinkOptions) -> float:
-    return options.transaction_timeout_ms / 1000
+            if error.code() in _FENCED:
+                raise  # not for retrying: the caller turns it into protocol.Fenced
+            retriable = error.retriable() or error.code() in _RETRIABLE
+            if not retriable or error.txn_requires_abort() or time.monotonic() + backoff > deadline:
+                raise
+            log.info("%s: retrying after a retriable error: %s", what, error)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
 
 
 def _producer_config(options: SinkOptions, tid: str) -> dict[str, Any]:
@@ -254,22 +221,311 @@ def _producer_config(options: SinkOptions, tid: str) -> dict[str, Any]:
     return config
 
 
-def _bookkeeping_config(options: SinkOptions, group_id: str) -> dict[str, Any]:
-    params = {k: v for k, v in options.kafka_params.items() if not k.startswith(("transaction", "acks", "linger"))}
-    config = client_config(options.bootstrap_servers, params)
-    config.update({"group.id": group_id, "isolation.level": "read_committed", "enable.auto.commit": False})
+def _prefix(options: SinkOptions) -> str:
+    return options.transactional_id_prefix or DEFAULT_PREFIX
+
+
+def _store(options: SinkOptions, task: TaskIdentity) -> ProgressStore:
+    return ProgressStore(options.bootstrap_servers, options.kafka_params, task.progress_topic)
+
+
+#: Slots each progress topic is known to have room for, in this process.
+_room: dict[str, int] = {}
+#: The other slots' records per (progress topic, micro-batch, run), read once per process (see ``others``).
+_snapshots: OrderedDict[tuple[str, int, str, int], dict[int, SlotRecord]] = OrderedDict()
+
+
+def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]:
+    """Every slot's record as this process first saw it in this run of this micro-batch.
+
+    Enough for ``plan``: what it takes from other slots is what *earlier*
+    runs wrote for this micro-batch, which cannot change during this run,
+    and refusals, which only follow a ``Wait`` (read fresh while waiting)."""
+    key = (store.topic, task.batch_id, task.run, task.stage)
+    records = _snapshots.get(key)
+    if records is None:
+        count = store.partition_count()
+        records = store.read(range(count)) if count else {}
+        _snapshots[key] = records
+        while len(_snapshots) > 32:
+            _snapshots.popitem(last=False)
+    return records
+
+
+class KafkaTaskIO:
+    """One exactly-once task's Kafka side: carries out the protocol's steps (``protocol.task_steps``) with
+    its transactional producer, its scope's progress topic and the task's rows."""
+
+    def __init__(self, task: TaskIdentity, options: SinkOptions, rows: Iterator[Message]) -> None:
+        self.task = task
+        self.options = options
+        self.rows = rows
+        self.tid = transactional_id(options.transactional_id_prefix, task.query_id, task.partition)
+        self.store = _store(options, task)
+        self.producer: Producer | None = None
+        self._open = False
+
+    def do(self, step: Step) -> Any:
+        """Carry out one step; a fenced producer is ``Fenced``."""
+        try:
+            return self._do(step)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if isinstance(error, KafkaError) and error.code() in _FENCED:
+                self._open = False
+                raise Fenced(str(error)) from None
+            raise
+
+    def _do(self, step: Step) -> Any:
+        if isinstance(step, Fence):
+            return self._fence()
+        if isinstance(step, ReadOwn):
+            return self.store.read([self.task.partition]).get(self.task.partition)
+        if isinstance(step, ReadOthers):
+            return self.store.read(range(self.store.partition_count())) if step.fresh else _snapshot(self.store, self.task)
+        if isinstance(step, Clock):
+            return time.monotonic()
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        if isinstance(step, ReadRows):
+            fingerprint = Fingerprint()
+            fingerprint.extend(self.rows)
+            return fingerprint.rows, fingerprint.hex
+        if isinstance(step, WriteRows):
+            return self._write_rows()
+        if isinstance(step, Commit):
+            return self._commit(step.record)
+        if isinstance(step, Abort):
+            return self._abort()
+        assert isinstance(step, Record)
+        return self._record(step.record, step.best_effort)
+
+    def _fence(self) -> None:
+        slots = self.task.partition + 1
+        if _room.get(self.store.topic, 0) < slots:
+            self.store.ensure(slots)
+            _room[self.store.topic] = slots
+        if self.producer is None:
+            self.producer = faults.decorate_spark_producer(Producer(_producer_config(self.options, self.tid)), self.task)
+        producer = self.producer
+        _call(lambda: producer.init_transactions(CLIENT_TIMEOUT_S), f"{self.tid}: init_transactions")
+
+    def _write_rows(self) -> tuple[int, str]:
+        producer = self.producer
+        assert producer is not None
+        producer.begin_transaction()
+        self._open = True
+        fingerprint = Fingerprint()
+        for message in self.rows:
+            _produce(producer, message)
+            fingerprint.add(*message)
+            if fingerprint.rows & 0xFFF == 0:
+                producer.poll(0)
+        return fingerprint.rows, fingerprint.hex
+
+    def _commit(self, record: SlotRecord) -> None:
+        """Produce ``record`` into the open transaction and commit it; on failure the transaction is aborted."""
+        producer = self.producer
+        assert producer is not None
+        try:
+            producer.produce(self.store.topic, record.encode(), key=record.key(), partition=record.slot)
+            timeout_s = self.options.transaction_timeout_ms / 1000
+            _call(lambda: producer.commit_transaction(timeout_s), f"{self.tid}: commit", timeout_s)
+            self._open = False
+        except BaseException:
+            self._abort()
+            raise
+
+    def _abort(self) -> None:
+        if self.producer is None or not self._open:
+            return
+        self._open = False
+        try:
+            self.producer.abort_transaction(CLIENT_TIMEOUT_S)
+        except KafkaException as exc:  # fenced or fatal: the next attempt's fence aborts it
+            log.info("%s: abort after a failed write did not complete: %s", self.tid, exc)
+
+    def _record(self, record: SlotRecord, best_effort: bool) -> bool:
+        try:
+            producer = self.producer
+            assert producer is not None
+            producer.begin_transaction()
+            self._open = True
+            self._commit(record)
+            return True
+        except (KafkaException, TimeoutError) as exc:
+            if not best_effort:
+                raise
+            log.info("%s: the record could not be written: %s", self.tid, exc)
+            return False
+
+    def close(self) -> None:
+        self._abort()
+        if self.producer is not None:
+            self.producer.flush(1)
+            self.producer = None
+
+
+def drive(steps: Generator[Step, Any, Outcome], do: Callable[[Step], Any]) -> Outcome:
+    """Run a task's protocol: each step carried out by ``do``, fencing thrown back in as ``Fenced``."""
+    result: Any = None
+    fenced: Fenced | None = None
+    while True:
+        try:
+            step = steps.send(result) if fenced is None else steps.throw(fenced)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
+        fenced = None
+        try:
+            result = do(step)
+        except Fenced as exc:
+            result, fenced = None, exc
+
+
+# -- the exactly-once task ---------------------------------------------------------------
+
+
+def settings(options: SinkOptions) -> Settings:
+    return Settings(_prefix(options), options.accept_changed_replay, options.replay_check_timeout_ms,
+                    rival_timeout_s=options.transaction_timeout_ms / 1000 + CLIENT_TIMEOUT_S, wait_poll_s=WAIT_POLL_S)
+
+
+def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, options: SinkOptions) -> TaskOutcome:
+    """Write one task's rows exactly once (see the module docstring and ``protocol``)."""
+    rows = iter(_messages(batches, options.topic))
+    first = next(rows, None)
+    io = KafkaTaskIO(task, options, itertools.chain([first], rows) if first is not None else iter(()))
+    try:
+        outcome = drive(task_steps(task, settings(options), first is not None), io.do)
+    except SinkRefusal as refusal:
+        log.error("%s: refusing to write: %s", io.tid, refusal)
+        raise
+    finally:
+        io.close()
+    if outcome.warning:
+        log.warning("%s", outcome.warning)
+    if outcome.action != "written":
+        log.info("%s: %s: %s", io.tid, task.describe(), outcome.action)
+    return TaskOutcome(task.partition, task.batch_id, outcome.rows, outcome.action, task.query_id, task.name,
+                       task.run, io.tid, fenced=io.producer is not None or outcome.action == "rival")
+
+
+# -- the driver's checks -------------------------------------------------------------------
+
+#: Settings already checked in this process (the driver asks again for every micro-batch).
+_checked: set[tuple[Any, ...]] = set()
+#: How long the driver may take to learn the brokers' transaction.max.timeout.ms.
+BROKER_CHECK_TIMEOUT_S = 10.0
+_PROPERTY = re.compile(r'property "?([A-Za-z0-9_.]+)"?')
+
+
+def check_client_settings(options: SinkOptions) -> None:
+    """On the driver, before any data moves: the tasks' producer settings as librdkafka will take them
+    (a producer is made and dropped, so every setting it would refuse in a task is refused here), and
+    the transaction timeout against the brokers' ``transaction.max.timeout.ms``."""
+    key = (options.bootstrap_servers, tuple(sorted(options.kafka_params.items())), options.delivery_guarantee)
+    if key in _checked:
+        return
+    exactly_once = options.delivery_guarantee == "exactly-once"
+    config = _producer_config(options, "onceflow-settings-check") if exactly_once else _at_least_once_config(options)
+    try:
+        Producer(config).flush(0)
+    except (KafkaException, ValueError, TypeError) as exc:
+        text = str(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc)
+        match = _PROPERTY.search(text)
+        option = f"kafka.{match.group(1)}" if match else "kafka.*"
+        raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {text}",
+                          option) from None
+    if exactly_once:
+        _check_transaction_timeout(options)
+    _checked.add(key)
+
+
+def _check_transaction_timeout(options: SinkOptions) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(client_config(options.bootstrap_servers, reader_params(options.kafka_params)))
+    try:
+        cluster = admin.describe_cluster(request_timeout=BROKER_CHECK_TIMEOUT_S).result(BROKER_CHECK_TIMEOUT_S + 5)
+        resource = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
+        [future] = admin.describe_configs([resource], request_timeout=BROKER_CHECK_TIMEOUT_S).values()
+        entry = future.result(BROKER_CHECK_TIMEOUT_S + 5).get("transaction.max.timeout.ms")
+    except (KafkaException, concurrent.futures.TimeoutError, IndexError) as exc:
+        log.warning("could not read the brokers' transaction.max.timeout.ms (%s); the transaction timeout "
+                    "(%d ms) is not checked against it", exc, options.transaction_timeout_ms)
+        return
+    if entry is not None and entry.value is not None and options.transaction_timeout_ms > int(entry.value):
+        raise OptionError(f"Option 'kafka.transaction.timeout.ms' ({options.transaction_timeout_ms}) is above the "
+                          f"brokers' transaction.max.timeout.ms ({entry.value}): every task's producer would be "
+                          f"refused. Lower it, or raise transaction.max.timeout.ms on the brokers",
+                          "kafka.transaction.timeout.ms")
+
+
+# -- the driver's commit ------------------------------------------------------------------
+
+#: (progress topic, run) pairs whose earlier transactions this process has fenced.
+_cleaned: set[tuple[str, str]] = set()
+
+
+def finish(outcomes: Iterable[object], options: SinkOptions) -> None:
+    """The driver's commit of a micro-batch: the first time in a run, fence the slots no task fenced."""
+    done = [o for o in outcomes if isinstance(o, TaskOutcome) and o.query_id]
+    if not done:
+        return
+    first = done[0]
+    topic = progress_topic(first.query_id or "", first.name)
+    key = (topic, first.run or "")
+    if key in _cleaned:
+        return
+    store = ProgressStore(options.bootstrap_servers, options.kafka_params, topic)
+    count = store.partition_count()
+    fenced = {o.partition for o in done if o.fenced}
+    stale = [transactional_id(options.transactional_id_prefix, first.query_id or "", s)
+             for s in range(count) if s not in fenced]
+    if stale:
+        fence(options, stale)
+        log.info("fenced %d transactional ids of earlier runs that this run's micro-batch %d did not use",
+                 len(stale), first.batch_id)
+    _cleaned.add(key)
+
+
+def fence(options: SinkOptions, tids: Iterable[str]) -> None:
+    """``init_transactions`` on each id (in parallel): whatever it left open is aborted."""
+
+    def one(tid: str) -> None:
+        producer = Producer(_producer_config(options, tid))
+        try:
+            _call(lambda: producer.init_transactions(CLIENT_TIMEOUT_S), f"{tid}: fence")
+        finally:
+            producer.flush(0)
+
+    with ThreadPoolExecutor(FENCE_PARALLELISM) as pool:
+        for result in pool.map(one, tids):
+            del result
+
+
+def finish_job(outcomes: Iterable[object], options: SinkOptions, job_id: str) -> None:
+    """A batch job is over (committed or aborted): its progress topic is no longer needed."""
+    del outcomes
+    if options.delivery_guarantee == "exactly-once":
+        ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id)).delete()
+
+
+# -- at-least-once -------------------------------------------------------------------------
+
+
+def _at_least_once_config(options: SinkOptions) -> dict[str, Any]:
+    config = client_config(options.bootstrap_servers, options.kafka_params)
+    config.setdefault("enable.idempotence", True)
+    config.setdefault("linger.ms", 5)
     return config
-
-
-# -- at-least-once -------------------------------------------------------------------
 
 
 def write_at_least_once(batches: Iterable[pa.RecordBatch], options: SinkOptions) -> int:
     """Spark's own Kafka sink semantics: every row is written, a re-run task writes again."""
-    config = client_config(options.bootstrap_servers, options.kafka_params)
-    config.setdefault("enable.idempotence", True)
-    config.setdefault("linger.ms", 5)
-    producer = Producer(config)
+    producer = Producer(_at_least_once_config(options))
     errors: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: Any) -> None:
@@ -282,51 +538,22 @@ def write_at_least_once(batches: Iterable[pa.RecordBatch], options: SinkOptions)
         count += 1
         if count & 0xFFF == 0:
             producer.poll(0)
-    left = producer.flush(_transaction_timeout_s(options))
+    left = producer.flush(options.transaction_timeout_ms / 1000)
     if left or errors:
         raise KafkaException(errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT))
     return count
 
 
-# -- batch jobs ------------------------------------------------------------------------
-
-
-def write_batch_job(batches: Iterable[pa.RecordBatch], partition: int, options: SinkOptions,
-                    job_id: str) -> TaskOutcome:
-    """``df.write``: each task's rows in one transaction, so a failed attempt leaves nothing.
-
-    There is no micro-batch id to record, so a batch job run twice writes
-    twice; ``job_id`` (``transactionalIdPrefix``, else one per job) fences the
-    attempts of one task against each other.
-    """
-    if options.delivery_guarantee == "at-least-once":
-        return TaskOutcome(partition, -1, write_at_least_once(batches, options))
-    tid = transactional_id(options.transactional_id_prefix, job_id, partition)
-    producer = Producer(_producer_config(options, tid))
-    try:
-        producer.init_transactions(CLIENT_TIMEOUT_S)
-        producer.begin_transaction()
-        count = 0
-        try:
-            for message in _messages(batches, options.topic):
-                _produce(producer, message)
-                count += 1
-                if count & 0xFFF == 0:
-                    producer.poll(0)
-            _retrying(lambda: producer.commit_transaction(_transaction_timeout_s(options)))
-        except BaseException:
-            _abort_quietly(producer, tid)
-            raise
-        return TaskOutcome(partition, -1, count, transactional_id=tid)
-    finally:
-        producer.flush(1)
-
-
 def new_job_id() -> str:
-    return str(uuid.uuid4())
+    return f"job-{uuid.uuid4()}"
 
 
 def summarize(messages: Iterable[object]) -> Mapping[str, int]:
     """Totals of the tasks' outcomes, for the driver's log."""
     outcomes = [m for m in messages if isinstance(m, TaskOutcome)]
-    return {"tasks": len(outcomes), "rows": sum(o.rows for o in outcomes), "skipped": sum(o.skipped for o in outcomes)}
+    totals = {"tasks": len(outcomes), "rows": sum(o.rows for o in outcomes), "skipped": sum(o.skipped for o in outcomes)}
+    for action in ("confirmed", "rival", "empty"):
+        n = sum(o.action == action for o in outcomes)
+        if n:
+            totals[action] = n
+    return totals

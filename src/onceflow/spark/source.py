@@ -50,7 +50,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from . import ranges, sink
-from .kafka import TP, DataLossError, KafkaAdmin, read_range, reader_group_id, spark_schema
+from .kafka import TP, DataLossError, KafkaAdmin, Listing, read_range, reader_group_id, spark_schema
 from .options import (
     EARLIEST,
     LATEST,
@@ -69,16 +69,49 @@ FORMAT = "onceflow"
 
 # -- offsets as Spark keeps them ------------------------------------------------------
 
+#: The key of the plan kept beside the offsets in Spark's offset log.  '$' is not legal in a topic
+#: name, so it cannot clash with one.
+PLAN_KEY = "$onceflow"
 
-def to_spark_offsets(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What decided a micro-batch's split besides its end offsets, pinned in Spark's offset log, so that a
+    replay after a restart splits it the same way whatever the options are now.
+
+    ``min_partitions`` is the ``minPartitions`` it was planned with;
+    ``starts`` where partitions new in it (or reset after data loss) start;
+    ``topic_ids`` the ids of its topics, to tell a topic deleted and created
+    again from the one the query was reading.
+    """
+
+    min_partitions: int | None
+    starts: dict[TP, int]
+    topic_ids: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"minPartitions": self.min_partitions, "starts": to_spark_offsets(self.starts),
+                "topicIds": dict(sorted(self.topic_ids.items()))}
+
+    @classmethod
+    def from_offsets(cls, offsets: Mapping[str, Any]) -> BatchPlan | None:
+        data = offsets.get(PLAN_KEY)
+        if not isinstance(data, dict):
+            return None  # written before plans were pinned
+        return cls(data.get("minPartitions"), from_spark_offsets(data.get("starts", {})), dict(data.get("topicIds", {})))
+
+
+def to_spark_offsets(offsets: Mapping[TP, int], plan: BatchPlan | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = offset
+    if plan is not None:
+        out[PLAN_KEY] = plan.to_json()
     return out
 
 
-def from_spark_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
-    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+def from_spark_offsets(offsets: Mapping[str, Any]) -> dict[TP, int]:
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() if topic != PLAN_KEY for p, o in parts.items()}
 
 
 def resolve(spec: OffsetSpec, partitions: Sequence[TP], admin: KafkaAdmin) -> dict[TP, int]:
@@ -109,9 +142,9 @@ class RangePartition(InputPartition):
     end: int
 
 
-def _plan(start: Mapping[TP, int], end: Mapping[TP, int], options: SourceOptions) -> list[RangePartition]:
+def _plan(start: Mapping[TP, int], end: Mapping[TP, int], min_partitions: int | None) -> list[RangePartition]:
     return [RangePartition(r.topic, r.partition, r.start, r.end)
-            for r in ranges.plan_ranges(start, end, min_partitions=options.min_partitions)]
+            for r in ranges.plan_ranges(start, end, min_partitions=min_partitions)]
 
 
 def _read(options: SourceOptions, partition: RangePartition, group_id: str) -> Iterator[pa.RecordBatch]:
@@ -168,29 +201,55 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_spark_offsets(start)
-        self._commit_to_group(begin)  # ``start`` is the end of the last micro-batch Spark completed
-        partitions = self.admin.partitions(self.options.subscription)
-        new = [tp for tp in partitions if tp not in begin]
-        earliest_new = self.admin.earliest(new) if new else {}
+        begin_plan = BatchPlan.from_offsets(start)
+        listing = self.admin.listing(self.options.subscription, with_ids=True)
+        latest = self.admin.latest(listing.partitions)
+        begin, starts = self._reconcile(begin, begin_plan, listing, latest)
+        self._commit_to_group({tp: o for tp, o in begin.items() if tp in latest})  # the batch Spark completed
+        new = [tp for tp in listing.partitions if tp not in begin and tp not in starts]
         if new:
             log.info("new partitions %s start at their earliest offsets", new)
-        partitions = [tp for tp in partitions if tp in begin or tp in earliest_new]
-        latest = self.admin.latest(partitions)
+            starts.update(self.admin.earliest(new))
+        effective = {**begin, **starts}
         if self._available_now is not None:
             latest = {tp: min(offset, self._available_now.get(tp, offset)) for tp, offset in latest.items()}
-        latest = {tp: max(offset, begin.get(tp, earliest_new.get(tp, 0))) for tp, offset in latest.items()}
+        latest = {tp: max(offset, effective[tp]) for tp, offset in latest.items()}
+        kept = {tp: o for tp, o in begin.items() if tp[0] in listing.unsettled}  # no news of them this time
+        plan = BatchPlan(self.options.min_partitions, {tp: o for tp, o in starts.items() if tp in latest},
+                         {t: i for t, i in listing.topic_ids.items() if any(tp[0] == t for tp in latest)})
         if isinstance(limit, ReadAllAvailable):
-            return to_spark_offsets({**begin, **latest})
+            return to_spark_offsets({**kept, **latest}, plan)
         now = int(time.time() * 1000)
-        available = ranges.total_size({**earliest_new, **begin}, latest)
+        available = ranges.total_size(effective, latest)
         if self._available_now is None and not ranges.should_trigger(
                 available, self.options.min_offsets_per_trigger, self._last_trigger_ms, now,
                 self.options.max_trigger_delay_ms):
             return start
         self._last_trigger_ms = now
         if isinstance(limit, ReadMaxRows):
-            latest = ranges.rate_limit(limit.max_rows, begin, latest, earliest_new)
-        return to_spark_offsets({**begin, **latest})
+            latest = ranges.rate_limit(limit.max_rows, effective, latest, {})
+        return to_spark_offsets({**kept, **latest}, plan)
+
+    def _reconcile(self, begin: dict[TP, int], begin_plan: BatchPlan | None, listing: Listing,
+                   latest: Mapping[TP, int]) -> tuple[dict[TP, int], dict[TP, int]]:
+        """Topics deleted, created again, or offsets gone backwards since the last micro-batch: data loss,
+        as in Spark.  With failOnDataLoss the query fails naming them; without, a warning, the deleted
+        partitions are dropped, and the others start over at their earliest offset.  Returns the
+        begin offsets left and the partitions' new starts."""
+        changes = ranges.topic_changes(begin, begin_plan.topic_ids if begin_plan else {}, listing.partitions,
+                                       listing.topic_ids, listing.unsettled, latest)
+        if not changes:
+            return begin, {}
+        detail = (f"partitions the query was reading changed: {changes.describe()}; the records between the offsets "
+                  "the query reached and the new ones may never be read")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{detail}. Some data may have been lost. Set failOnDataLoss=false to go on "
+                                "(deleted partitions dropped, the others read again from their earliest offset)")
+        log.warning("%s; continuing (failOnDataLoss=false): deleted partitions are dropped, the others are read "
+                    "from their earliest offset", detail)
+        reset = [*changes.recreated, *changes.backwards]
+        left = {tp: o for tp, o in begin.items() if tp not in changes.deleted and tp not in reset}
+        return left, self.admin.earliest(reset) if reset else {}
 
     def prepareForTriggerAvailableNow(self) -> None:
         partitions = self.admin.partitions(self.options.subscription)
@@ -201,12 +260,20 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_spark_offsets(self.admin.latest(partitions))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """The micro-batch's tasks, from Spark's offset log alone where it holds the plan (``BatchPlan``):
+        a replay after a restart is split as it was first, whatever ``minPartitions`` says now."""
         begin, until = from_spark_offsets(start), from_spark_offsets(end)
+        plan = BatchPlan.from_offsets(end)
+        min_partitions = self.options.min_partitions
+        if plan is not None:
+            begin.update(plan.starts)
+            min_partitions = plan.min_partitions
         new = [tp for tp in until if tp not in begin]
         if new:
-            begin.update(self.admin.earliest(new))
-        begin = _check_start(begin, self.admin.earliest(list(until)), self.options)
-        return _plan(begin, until, self.options)
+            begin.update(self.admin.earliest(new))  # an offset log written before plans were pinned
+        begin = _check_start({tp: o for tp, o in begin.items() if tp in until}, self.admin.earliest(list(until)),
+                             self.options)
+        return _plan(begin, until, min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -246,7 +313,7 @@ class OnceflowBatchReader(DataSourceReader):
         start = resolve(self.options.starting_offsets, partitions, admin)
         end = resolve(self.options.ending_offsets or OffsetSpec("latest", {}), partitions, admin)
         start = _check_start(start, admin.earliest(partitions), self.options)
-        return _plan(start, {tp: max(end[tp], start[tp]) for tp in start}, self.options)
+        return _plan(start, {tp: max(end[tp], start[tp]) for tp in start}, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -270,22 +337,38 @@ def _task() -> Any:
     return context
 
 
+def _run_id(context: Any) -> str:
+    """One execution of the query: Spark sets the job group of a streaming query's jobs to its run id
+    (new at every start); without it, the application (new at every driver start)."""
+    return str(context.getLocalProperty("spark.jobGroup.id") or f"app-{context.getLocalProperty('spark.app.id')}")
+
+
+def _stream_task(context: Any, options: SinkOptions) -> sink.TaskIdentity:
+    return sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
+                              context.getLocalProperty("streaming.sql.batchId"), context.partitionId(),
+                              context.attemptNumber(), _run_id(context), context.stageId(), options.name)
+
+
+def _outcomes(messages: Sequence[WriterCommitMessage | None]) -> list[sink.TaskOutcome]:
+    return [m.outcome for m in messages if isinstance(m, SinkCommit)]
+
+
 class OnceflowStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         context = _task()
-        partition = context.partitionId()
+        task = _stream_task(context, self.options)
         if self.options.delivery_guarantee == "at-least-once":
-            batch_id = int(context.getLocalProperty("streaming.sql.batchId") or -1)
-            return SinkCommit(sink.TaskOutcome(partition, batch_id, sink.write_at_least_once(iterator, self.options)))
-        task = sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
-                                  context.getLocalProperty("streaming.sql.batchId"), partition, context.attemptNumber())
+            rows = sink.write_at_least_once(iterator, self.options)
+            return SinkCommit(sink.TaskOutcome(task.partition, task.batch_id, rows, "at-least-once", task.query_id,
+                                               task.name, task.run))
         return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        outcomes = [m.outcome for m in messages if isinstance(m, SinkCommit)]
+        outcomes = _outcomes(messages)
+        sink.finish(outcomes, self.options)
         log.info("micro-batch %d written: %s", batchId, sink.summarize(outcomes))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -293,6 +376,9 @@ class OnceflowStreamWriter(DataSourceStreamArrowWriter):
 
 
 class OnceflowBatchWriter(DataSourceArrowWriter):
+    """``df.write``: inside ``foreachBatch`` (the tasks carry a micro-batch's identity) a write of that
+    micro-batch; otherwise a batch job, whose own id is its scope."""
+
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
         self.job_id = sink.new_job_id()
@@ -300,17 +386,31 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         context = _task()
         partition = context.partitionId()
-        batch_id = context.getLocalProperty("streaming.sql.batchId")
-        query_id = context.getLocalProperty("sql.streaming.queryId")
-        if self.options.delivery_guarantee == "exactly-once" and batch_id is not None and query_id:
-            # Inside foreachBatch: the micro-batch's identity makes this write exactly-once too.
-            task = sink.task_identity(query_id, batch_id, partition, context.attemptNumber())
-            return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
-        return SinkCommit(sink.write_batch_job(iterator, partition, self.options, self.job_id))
+        in_micro_batch = bool(context.getLocalProperty("streaming.sql.batchId") is not None
+                              and context.getLocalProperty("sql.streaming.queryId"))
+        if in_micro_batch:
+            task = _stream_task(context, self.options)
+        else:
+            task = sink.TaskIdentity(self.job_id, 0, partition, self.job_id, context.attemptNumber(), None,
+                                     context.stageId())
+        if self.options.delivery_guarantee == "at-least-once":
+            rows = sink.write_at_least_once(iterator, self.options)
+            return SinkCommit(sink.TaskOutcome(partition, task.batch_id, rows, "at-least-once", task.query_id,
+                                               task.name, task.run))
+        return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        outcomes = [m.outcome for m in messages if isinstance(m, SinkCommit)]
+        outcomes = _outcomes(messages)
+        if any(o.query_id == self.job_id for o in outcomes):
+            sink.finish_job(outcomes, self.options, self.job_id)
+        else:
+            sink.finish(outcomes, self.options)
         log.info("batch write done: %s", sink.summarize(outcomes))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        outcomes = _outcomes(messages)
+        if not outcomes or any(o.query_id == self.job_id for o in outcomes):
+            sink.finish_job(outcomes, self.options, self.job_id)
 
 
 # -- the data source -----------------------------------------------------------------------
@@ -340,9 +440,11 @@ class OnceflowDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> OnceflowStreamWriter:
         options = parse_sink_options(self.options, streaming=True)
         check_sink_columns(schema.fieldNames(), options.topic)
+        sink.check_client_settings(options)
         return OnceflowStreamWriter(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> OnceflowBatchWriter:
         options = parse_sink_options(self.options, streaming=False)
         check_sink_columns(schema.fieldNames(), options.topic)
+        sink.check_client_settings(options)
         return OnceflowBatchWriter(options)

@@ -1,4 +1,5 @@
-"""The sink's plain parts, without Spark or a broker: ids, task identity, rows to messages."""
+"""The sink's protocol without Spark or a broker: ids, records, fingerprints, and each decision of
+``protocol.plan`` and ``protocol.judge``, one case at a time (``test_sink_model`` tries them together)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,47 @@ import pytest
 
 from onceflow.pipelines.payments import Generated, Report, rows_by_batch
 from onceflow.spark.options import OptionError
-from onceflow.spark.sink import TaskIdentity, TaskOutcome, _messages, summarize, task_identity, transactional_id
+from onceflow.spark.protocol import (
+    Check,
+    Confirm,
+    Fingerprint,
+    Refuse,
+    SinkRefusal,
+    Skip,
+    SlotRecord,
+    TaskIdentity,
+    Wait,
+    Write,
+    Written,
+    judge,
+    plan,
+    progress_topic,
+    transactional_id,
+)
+from onceflow.spark.sink import TaskOutcome, _messages, summarize, task_identity
+
+PREFIX = "onceflow-sink"
 
 
-def test_transactional_ids_are_stable_per_query_and_partition_and_apart_between_queries() -> None:
+def task(batch: int = 5, slot: int = 0, run: str = "r2", stage: int = 7) -> TaskIdentity:
+    return TaskIdentity("q", batch, slot, run, 0, None, stage)
+
+
+def written(slot: int, batch: int = 5, run: str = "r1", rows: int = 10, fp: str = "f" * 32, prefix: str = PREFIX,
+            stage: int = 3) -> SlotRecord:
+    return SlotRecord(slot, Written(batch, run, rows, fp, prefix, stage))
+
+
+def test_ids_and_progress_topics_are_stable_per_query_and_slot_and_apart_between_scopes() -> None:
     assert transactional_id(None, "q-1", 3) == "onceflow-sink-q-1-3"
     assert transactional_id("payments", "q-1", 3) == "payments-q-1-3"
-    assert transactional_id(None, "q-1", 3) != transactional_id(None, "q-2", 3)
+    assert progress_topic("q-1") == "onceflow-progress-q-1"
+    assert progress_topic("q-1", "balances") == "onceflow-progress-q-1-balances"
+    assert task().progress_topic == "onceflow-progress-q"
 
 
 def test_a_task_without_a_micro_batch_is_refused_with_a_hint() -> None:
-    assert task_identity("q", "7", 2, 1) == TaskIdentity("q", 7, 2, 1)
+    assert task_identity("q", "7", 2, 1, "run", 4) == TaskIdentity("q", 7, 2, "run", 1, None, 4)
     with pytest.raises(OptionError, match="write_exactly_once"):
         task_identity(None, "7", 0)
     with pytest.raises(OptionError, match="batch id"):
@@ -40,8 +71,112 @@ def test_rows_become_messages_column_by_column() -> None:
 
 
 def test_outcomes_are_summed_for_the_driver_log() -> None:
-    outcomes = [TaskOutcome(0, 1, 10), TaskOutcome(1, 1, 0, skipped=True), "not an outcome"]
-    assert summarize(outcomes) == {"tasks": 2, "rows": 10, "skipped": 1}
+    outcomes = [TaskOutcome(0, 1, 10), TaskOutcome(1, 1, 0, "confirmed"), TaskOutcome(2, 1, 0, "empty"), "not one"]
+    assert summarize(outcomes) == {"tasks": 3, "rows": 10, "skipped": 1, "confirmed": 1, "empty": 1}
+
+
+def test_records_round_trip_and_a_foreign_record_is_refused_not_guessed_at() -> None:
+    record = written(2).confirm(task()).refuse(task(), "because")
+    assert SlotRecord.decode(record.encode(), 2) == record
+    assert record.key() == b"slot-2"
+    assert SlotRecord.decode(SlotRecord(4).encode(), 4) == SlotRecord(4)
+    for value in (b"", b"{", b'{"v":2,"slot":2}', b'{"v":1,"slot":3}', b'{"v":1,"slot":2,"written":{"batch":1}}'):
+        with pytest.raises(SinkRefusal, match="does not understand"):
+            SlotRecord.decode(value, 2)
+
+
+def test_a_write_keeps_nothing_of_earlier_confirmations_or_refusals() -> None:
+    record = written(1).confirm(task()).refuse(task(), "x").write(task(batch=6), 3, "a" * 32, PREFIX)
+    assert record == SlotRecord(1, Written(6, "r2", 3, "a" * 32, PREFIX, 7))
+
+
+def fingerprint(*messages: tuple[object, ...]) -> str:
+    fp = Fingerprint()
+    for message in messages:
+        fp.add(*message)  # type: ignore[arg-type]
+    return fp.hex
+
+
+def test_a_fingerprint_ignores_order_counts_repeats_and_sees_every_field() -> None:
+    a, b = ("t", b"v1", b"k", None, None), ("t", b"v2", b"k", None, None)
+    assert fingerprint(a, b) == fingerprint(b, a)
+    assert fingerprint(a, a, b) != fingerprint(a, b, b)
+    assert fingerprint(a) != fingerprint(a, a)
+    assert fingerprint() == "0" * 32
+    assert fingerprint(("t", "v", None, None, None)) == fingerprint(("t", b"v", None, None, None)), "str is utf-8"
+    variants = [("t", b"v", b"k", None, None), ("u", b"v", b"k", None, None), ("t", b"v", b"", None, None),
+                ("t", b"v", None, None, None), ("t", None, b"k", None, None), ("t", b"v", b"k", 0, None),
+                ("t", b"v", b"k", None, [("h", b"1")]), ("t", b"vk", None, None, None), ("tv", b"", b"k", None, None)]
+    assert len({fingerprint(v) for v in variants}) == len(variants)
+
+
+def test_a_fresh_micro_batch_is_written() -> None:
+    assert plan(task(), PREFIX, None, {}) == Write()
+    older = {0: written(0, batch=4), 1: written(1, batch=4, run="r0")}
+    assert plan(task(), PREFIX, older[0], older) == Write()
+
+
+def test_a_slot_that_wrote_the_micro_batch_checks_its_rows() -> None:
+    own = written(0)
+    assert plan(task(), PREFIX, own, {0: own}) == Check(own.written, same_run=False, same_stage=False)  # type: ignore[arg-type]
+    mine = written(0, run="r2", stage=7)
+    assert plan(task(), PREFIX, mine, {}) == Check(mine.written, same_run=True, same_stage=True)  # type: ignore[arg-type]
+
+
+def test_a_second_write_of_the_same_scope_in_one_micro_batch_is_refused() -> None:
+    other_stage = written(1, run="r2", stage=6)
+    assert isinstance(plan(task(), PREFIX, None, {1: other_stage}), Refuse)
+    decision = plan(task(slot=1), PREFIX, other_stage, {})
+    assert isinstance(decision, Refuse) and "twice" in decision.reason
+
+
+def test_slots_an_earlier_run_wrote_must_confirm_before_the_others_write() -> None:
+    others = {1: written(1), 2: written(2), 3: written(3, batch=4)}
+    assert plan(task(), PREFIX, None, others) == Wait(frozenset({1, 2}))
+    others[1] = others[1].confirm(task())
+    assert plan(task(), PREFIX, None, others) == Wait(frozenset({2}))
+    others[2] = others[2].confirm(task(run="r9"))  # confirmed by another run: not enough
+    assert plan(task(), PREFIX, None, others) == Wait(frozenset({2}))
+    others[2] = others[2].confirm(task())
+    assert plan(task(), PREFIX, None, others) == Write()
+    assert plan(task(), PREFIX, None, {1: written(1)}, accept_changed=5) == Write(), "acceptChangedReplay"
+    assert plan(task(), PREFIX, None, {1: written(1, run="r2", stage=7)}) == Write(), "written by this run: no wait"
+
+
+def test_a_refusal_of_this_run_spreads_and_an_older_one_does_not() -> None:
+    others = {1: written(1).refuse(task(), "split changed")}
+    assert plan(task(), PREFIX, None, others) == Refuse("split changed")
+    others = {1: written(1).refuse(task(run="r1"), "old")}
+    assert plan(task(), PREFIX, None, others) == Wait(frozenset({1}))
+
+
+def test_a_checkpoint_older_than_the_output_is_refused() -> None:
+    decision = plan(task(batch=5), PREFIX, None, {2: written(2, batch=6)})
+    assert isinstance(decision, Refuse) and "older than the output" in decision.reason
+    assert isinstance(plan(task(batch=5), PREFIX, written(0, batch=9), {}), Refuse)
+
+
+def test_a_changed_transactional_id_prefix_is_refused() -> None:
+    decision = plan(task(), "new-prefix", written(0, batch=3), {})
+    assert isinstance(decision, Refuse) and "'onceflow-sink'" in decision.reason
+
+
+def test_judging_rows_against_what_the_slot_wrote() -> None:
+    w = written(0).written
+    assert w is not None
+    earlier = Check(w, same_run=False, same_stage=False)
+    assert judge(task(), earlier, 10, "f" * 32) == Confirm()
+    refused = judge(task(), earlier, 5, "e" * 32)
+    assert isinstance(refused, Refuse)
+    assert "split into tasks differently" in refused.reason and "acceptChangedReplay=5" in refused.reason
+    same_count = judge(task(), earlier, 10, "e" * 32)
+    assert isinstance(same_count, Refuse) and "not deterministic" in same_count.reason
+    accepted = judge(task(), earlier, 5, "e" * 32, accept_changed=5)
+    assert isinstance(accepted, Skip) and accepted.warning
+    assert judge(task(), Check(w, same_run=True, same_stage=True), 10, "f" * 32) == Skip()
+    retry = judge(task(), Check(w, same_run=True, same_stage=True), 9, "e" * 32)
+    assert isinstance(retry, Skip) and "not deterministic" in (retry.warning or "")
+    assert isinstance(judge(task(), Check(w, same_run=True, same_stage=False), 10, "f" * 32), Refuse)
 
 
 def test_the_payments_checks_count_money_created_or_destroyed() -> None:
