@@ -93,16 +93,23 @@ def test_log_append_time_topics_stamp_broker_time(broker_process: BrokerProcess)
     bs = broker_process.bootstrap_servers
     make_topic(bs, "stamped", **{"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
-    producer = Producer({"bootstrap.servers": bs})
-    producer.produce("stamped", b"x", partition=0, timestamp=1000)
-    producer.flush(TIMEOUT)
+    # No retries: the broker must answer the first Produce (it once failed to build the answer with a
+    # log-append time, and the client's retry after 30 s wrote the record a second time).
+    producer = Producer({"bootstrap.servers": bs, "retries": 0, "request.timeout.ms": 5000})
+    reports: list[tuple[object, object]] = []
+    producer.produce("stamped", b"x", partition=0, timestamp=1000, on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(TIMEOUT) == 0
     after = int(time.time() * 1000)
+    [(error, delivered)] = reports
+    assert error is None, error
+    assert delivered.offset() == 0 and delivered.timestamp()[0] == 2  # type: ignore[attr-defined]
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "s"})
     consumer.assign([TopicPartition("stamped", 0, OFFSET_BEGINNING)])
     msg = wait_for(lambda: consumer.poll(0.2), what="the record")
     kind, ts = msg.timestamp()
     assert kind == 2  # TIMESTAMP_LOG_APPEND_TIME
     assert before - 1000 <= ts <= after + 1000
+    assert consumer.get_watermark_offsets(TopicPartition("stamped", 0), timeout=TIMEOUT) == (0, 1), "written once"
     consumer.close()
 
 

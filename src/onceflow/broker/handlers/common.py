@@ -34,12 +34,16 @@ def ms(value: Any) -> int:
 
 
 def timestamp(ms_since_epoch: int) -> Any:
-    """A kio TZAware timestamp, or None for Kafka's -1 ("no timestamp")."""
+    """A nullable kio timestamp field (``TZAware | None``): None for Kafka's -1 ("no timestamp").
+
+    Not ``TZAware.parse``: kio's check wants ``microsecond == 0``, i.e. whole
+    seconds, so it refused almost every broker time and the Produce answer
+    to a LogAppendTime topic was never sent.  kio writes
+    ``round(value.timestamp() * 1000)``, milliseconds and all.
+    """
     if ms_since_epoch < 0:
         return None
-    from kio.static.primitive import TZAware
-
-    return TZAware.parse(datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC))
+    return datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC)
 
 
 def instant(ms_since_epoch: int) -> datetime.datetime:
