@@ -32,8 +32,9 @@ reference: $(STAMP) check-java
 demo: $(STAMP) check-java
 	$(BIN)/onceflow demo
 
+# Everything but the tests marked "long" (pyproject.toml), which make reference-suite runs.
 test: $(STAMP) check-java reference
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not long" $(PYTEST_ARGS)
 
 # Lint and type-check the sources (configured in pyproject.toml).
 check: $(STAMP)
@@ -65,7 +66,8 @@ CHAOS_ARGS ?= --seconds 900 --kills 100 --pauses 20 --resets 20 --crash-rolls 5 
 chaos: $(STAMP)
 	$(BIN)/onceflow --log-level WARNING chaos $(CHAOS_ARGS)
 
-# The same scenarios against Onceflow and Apache Kafka, Kafka's own tools, the Java client.
+# The same scenarios against Onceflow and Apache Kafka, Kafka's own tools, the Java client, and the
+# exactly-once sink's longer Spark scenarios against Apache Kafka too (marked "long").
 reference-suite: $(STAMP) check-java reference
 	$(BIN)/python -m pytest -q tests/reference $(PYTEST_ARGS)
 

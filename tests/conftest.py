@@ -3,6 +3,9 @@ from, and what tests share besides fixtures, is in tests/support."""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,3 +48,53 @@ def make_broker_process(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]
             if proc.proc is not None:
                 proc.proc.kill()
                 proc.proc.wait()
+
+
+# -- Spark -------------------------------------------------------------------------------
+
+#: Where Spark-side fault points are armed (``onceflow.faults``); Spark's workers inherit it.
+SPARK_FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local SparkSession for every Spark test (starting the JVM is the slow part), with the
+    onceflow format registered, task retries on (``local[2,4]``: 2 cores, 4 attempts per task)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv's pyspark and onceflow
+    os.environ["ONCEFLOW_FAULT_DIR"] = SPARK_FAULT_DIR  # Spark's workers inherit it (onceflow.faults.armed)
+    from pyspark.sql import SparkSession
+
+    import onceflow.spark
+
+    session = (SparkSession.builder.master("local[2,4]").appName("onceflow-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.streaming.stopTimeout", "30s")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    onceflow.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def arm_fault() -> Iterator[Callable[[str, str], None]]:
+    """``arm_fault(point, action)`` arms a Spark-side fault point until the test ends (or it is armed
+    with an empty action, which disarms it)."""
+    armed: list[str] = []
+
+    def arm(point: str, action: str) -> None:
+        path = os.path.join(SPARK_FAULT_DIR, point)
+        if not action:
+            if os.path.exists(path):
+                os.unlink(path)
+            return
+        with open(path, "w") as f:
+            f.write(action)
+        armed.append(point)
+
+    yield arm
+    for point in armed:
+        path = os.path.join(SPARK_FAULT_DIR, point)
+        if os.path.exists(path):
+            os.unlink(path)

@@ -142,7 +142,10 @@ class _FaultyProducer:
 
     def commit_transaction(self, *args: Any) -> Any:
         if self._rows:
-            _fire(SPARK_BEFORE_COMMIT, **self._facts)
+            action = armed(SPARK_BEFORE_COMMIT, **self._facts)
+            if action is not None:
+                self._inner.flush(60)  # the rows are in the broker's log, in the open transaction
+                act(SPARK_BEFORE_COMMIT, action)
         result = self._inner.commit_transaction(*args)
         if self._rows:
             _fire(SPARK_AFTER_COMMIT, **self._facts)

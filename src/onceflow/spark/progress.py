@@ -49,10 +49,11 @@ TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000"}
 #: How many offsets below the last stable offset a read starts; widened 8-fold while no record shows.
 TAIL_WINDOW = 16
 TIMEOUT_S = 60.0
-POLL_S = 0.2
+POLL_S = 0.02  # consume() waits this long for more than it has; the loop is bounded by timeout_s
 
 _lock = threading.Lock()
 _consumers: dict[tuple[str, frozenset[tuple[str, str]]], Consumer] = {}
+_admins: dict[tuple[str, frozenset[tuple[str, str]]], KafkaAdmin] = {}
 _compacted: set[tuple[str, str]] = set()
 
 
@@ -71,7 +72,8 @@ def _consumer(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> Consum
             config = client_config(bootstrap_servers, reader_params(kafka_params))
             config.update({"group.id": f"onceflow-progress-reader-{uuid.uuid4()}", "isolation.level": "read_committed",
                            "enable.auto.commit": False, "enable.auto.offset.store": False,
-                           "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+                           "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                           "fetch.wait.max.ms": 10})  # the end of a short read is an empty fetch: no long poll
             consumer = _consumers[key] = Consumer(config)
         return consumer
 
@@ -90,7 +92,13 @@ class ProgressStore:
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            self._admin = KafkaAdmin(self.bootstrap_servers, reader_params(self.kafka_params), self.timeout_s)
+            key = (self.bootstrap_servers, frozenset(self.kafka_params.items()))
+            with _lock:
+                admin = _admins.get(key)
+                if admin is None:
+                    admin = _admins[key] = KafkaAdmin(self.bootstrap_servers, reader_params(self.kafka_params),
+                                                      self.timeout_s)
+            self._admin = admin
         return self._admin
 
     # -- the topic ------------------------------------------------------------------------
@@ -193,17 +201,16 @@ class ProgressStore:
         wanted = [(self.topic, s) for s in sorted(set(slots))]
         if not wanted:
             return {}
-        low = self.admin.earliest(wanted)
-        high = self.admin.latest(wanted)  # read_committed: the last stable offsets
-        ranges = {p: (low[(t, p)], high[(t, p)]) for t, p in wanted if high[(t, p)] > low[(t, p)]}
+        ends = {p: end for (_, p), end in self.admin.latest(wanted).items() if end > 0}  # the last stable offsets
         found: dict[int, SlotRecord] = {}
         window = TAIL_WINDOW
-        while ranges:
-            starts = {p: max(lo, hi - window) for p, (lo, hi) in ranges.items()}
-            last = self._read_tails(starts, {p: hi for p, (_, hi) in ranges.items()})
+        while ends:
+            # A start below the log start reads from the log start (auto.offset.reset=earliest).
+            starts = {p: max(0, end - window) for p, end in ends.items()}
+            last = self._read_tails(starts, ends)
             for p, value in last.items():
                 found[p] = SlotRecord.decode(value, p)
-            ranges = {p: (lo, hi) for p, (lo, hi) in ranges.items() if p not in found and starts[p] > lo}
+            ends = {p: end for p, end in ends.items() if p not in found and starts[p] > 0}
             window *= 8
         return found
 

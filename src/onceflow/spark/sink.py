@@ -231,17 +231,24 @@ def _store(options: SinkOptions, task: TaskIdentity) -> ProgressStore:
 
 #: Slots each progress topic is known to have room for, in this process.
 _room: dict[str, int] = {}
-#: The other slots' records per (progress topic, micro-batch, run), read once per process (see ``others``).
+#: Every slot's record per (progress topic, micro-batch, run, stage), read once per process (``_snapshot``).
 _snapshots: OrderedDict[tuple[str, int, str, int], dict[int, SlotRecord]] = OrderedDict()
 
 
-def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]:
-    """Every slot's record as this process first saw it in this run of this micro-batch.
+def _snapshot_key(store: ProgressStore, task: TaskIdentity) -> tuple[str, int, str, int]:
+    return store.topic, task.batch_id, task.run, task.stage
 
-    Enough for ``plan``: what it takes from other slots is what *earlier*
-    runs wrote for this micro-batch, which cannot change during this run,
-    and refusals, which only follow a ``Wait`` (read fresh while waiting)."""
-    key = (store.topic, task.batch_id, task.run, task.stage)
+
+def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]:
+    """Every slot's record as this process first read it in this stage (of this run, of this micro-batch).
+
+    Read after the first task here fenced its slot, it is that task's own
+    record too.  For the others it is enough for ``plan``: what ``plan``
+    takes from other slots is what earlier runs, or earlier stages of this
+    run, wrote for this micro-batch, which cannot change while this stage
+    runs, and refusals, which only follow a ``Wait`` (read fresh while
+    waiting)."""
+    key = _snapshot_key(store, task)
     records = _snapshots.get(key)
     if records is None:
         count = store.partition_count()
@@ -264,6 +271,8 @@ class KafkaTaskIO:
         self.store = _store(options, task)
         self.producer: Producer | None = None
         self._open = False
+        #: Fatal errors librdkafka reported (a fenced producer's calls then only say _FATAL).
+        self._fatal: list[KafkaError] = []
 
     def do(self, step: Step) -> Any:
         """Carry out one step; a fenced producer is ``Fenced``."""
@@ -271,15 +280,23 @@ class KafkaTaskIO:
             return self._do(step)
         except KafkaException as exc:
             error = exc.args[0]
+            if isinstance(error, KafkaError) and error.code() == KafkaError._FATAL and self._fatal:
+                error = self._fatal[0]  # librdkafka answers _FATAL once its producer is fenced: the cause
             if isinstance(error, KafkaError) and error.code() in _FENCED:
                 self._open = False
                 raise Fenced(str(error)) from None
             raise
 
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal.append(error)
+
     def _do(self, step: Step) -> Any:
         if isinstance(step, Fence):
             return self._fence()
         if isinstance(step, ReadOwn):
+            if _snapshot_key(self.store, self.task) not in _snapshots:  # the first task here: read them all
+                return _snapshot(self.store, self.task).get(self.task.partition)
             return self.store.read([self.task.partition]).get(self.task.partition)
         if isinstance(step, ReadOthers):
             return self.store.read(range(self.store.partition_count())) if step.fresh else _snapshot(self.store, self.task)
@@ -307,7 +324,8 @@ class KafkaTaskIO:
             self.store.ensure(slots)
             _room[self.store.topic] = slots
         if self.producer is None:
-            self.producer = faults.decorate_spark_producer(Producer(_producer_config(self.options, self.tid)), self.task)
+            config = {**_producer_config(self.options, self.tid), "error_cb": self._on_error}
+            self.producer = faults.decorate_spark_producer(Producer(config), self.task)
         producer = self.producer
         _call(lambda: producer.init_transactions(CLIENT_TIMEOUT_S), f"{self.tid}: init_transactions")
 
@@ -430,17 +448,28 @@ def check_client_settings(options: SinkOptions) -> None:
         return
     exactly_once = options.delivery_guarantee == "exactly-once"
     config = _producer_config(options, "onceflow-settings-check") if exactly_once else _at_least_once_config(options)
-    try:
-        Producer(config).flush(0)
-    except (KafkaException, ValueError, TypeError) as exc:
-        text = str(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc)
-        match = _PROPERTY.search(text)
-        option = f"kafka.{match.group(1)}" if match else "kafka.*"
-        raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {text}",
-                          option) from None
+    problem = _refused(config)
+    if problem is not None:
+        # Name the user's option: librdkafka names the property, maybe by another of its names
+        # (linger.ms is queue.buffering.max.ms); the one whose removal makes the problem go is it.
+        culprit = next((k for k in options.kafka_params if k != "bootstrap.servers"
+                        and _refused({n: v for n, v in config.items() if n != k}) is None), None)
+        match = _PROPERTY.search(problem)
+        option = f"kafka.{culprit}" if culprit else f"kafka.{match.group(1)}" if match else "kafka.*"
+        raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {problem}",
+                          option)
     if exactly_once:
         _check_transaction_timeout(options)
     _checked.add(key)
+
+
+def _refused(config: Mapping[str, Any]) -> str | None:
+    """What librdkafka says against a producer with ``config``, or None (it is made and dropped)."""
+    try:
+        Producer(dict(config)).flush(0)
+    except (KafkaException, ValueError, TypeError) as exc:
+        return str(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc)
+    return None
 
 
 def _check_transaction_timeout(options: SinkOptions) -> None:

@@ -6,6 +6,7 @@ partitions, commitOffsetsToGroup, and data loss."""
 from __future__ import annotations
 
 import tempfile
+import time
 import uuid
 from typing import Any
 
@@ -218,3 +219,62 @@ def test_subscribe_pattern_picks_up_topics_created_later(spark: Any, broker_proc
     produce(bs, f"{prefix}-b", [b"b0"], partition=1)
     out.run(frame)
     assert sorted(v for v, _, _ in out.rows(spark)) == ["a0", "b0"], "the new matching topic, and nothing else"
+
+
+def delete_topic(bs: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    for future in admin.delete_topics([topic]).values():
+        future.result(TIMEOUT)
+    wait_for(lambda: topic not in admin.list_topics(timeout=TIMEOUT).topics, what=f"{topic} to be gone")
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_topic_deleted_and_created_again_is_data_loss_never_a_silent_skip(spark: Any, broker_process: BrokerProcess,
+                                                                            fail_on_data_loss: bool) -> None:
+    """The new topic's offsets may even pass the old ones: its topic id tells it from the one the query read."""
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    produce(bs, topic, [f"old-{i}".encode() for i in range(10)], partition=0)
+    out = FileSink()
+    frame = stream(spark, bs, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    out.run(frame)
+    delete_topic(bs, topic)
+    make_topic(bs, topic, 1)
+    produce(bs, topic, [f"new-{i}".encode() for i in range(12)], partition=0)  # past offset 10, where the query is
+    if fail_on_data_loss:
+        from pyspark.errors import StreamingQueryException
+
+        with pytest.raises(StreamingQueryException, match=f"(?s)deleted and created again.*{topic}-0 .read up to offset 10"):
+            out.run(frame)
+    else:
+        out.run(frame)
+        values = sorted(v for v, _, _ in out.rows(spark))
+        assert values == sorted([f"old-{i}" for i in range(10)] + [f"new-{i}" for i in range(12)]), \
+            "the new topic is read from its start"
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_pattern_topic_deleted_fails_or_warns_at_once_never_wedges(spark: Any, broker_process: BrokerProcess,
+                                                                     fail_on_data_loss: bool) -> None:
+    bs = broker_process.bootstrap_servers
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    for name in ("a", "b"):
+        make_topic(bs, f"{prefix}-{name}", 1)
+        produce(bs, f"{prefix}-{name}", [f"{name}0".encode()], partition=0)
+    out = FileSink()
+    frame = (spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bs)
+             .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest")
+             .option("failOnDataLoss", str(fail_on_data_loss).lower()).load())
+    out.run(frame)
+    delete_topic(bs, f"{prefix}-b")
+    produce(bs, f"{prefix}-a", [b"a1"], partition=0)
+    started = time.monotonic()
+    if fail_on_data_loss:
+        from pyspark.errors import StreamingQueryException
+
+        with pytest.raises(StreamingQueryException, match=f"deleted: {prefix}-b-0 .read up to offset 1"):
+            out.run(frame)
+    else:
+        out.run(frame)
+        assert sorted(v for v, _, _ in out.rows(spark)) == ["a0", "a1", "b0"]
+    assert time.monotonic() - started < 60, "no wait for the deleted topic's partitions"

@@ -254,6 +254,23 @@ SINK_ERRORS: list[tuple[dict[str, str], str]] = [
     ({**BOOT, "subscribe": "a"}, "subscribe"),
     ({**BOOT, "startingOffsets": "earliest"}, "startingOffsets"),
     ({**BOOT, "startingTimestamp": "1"}, "startingTimestamp"),
+    ({**BOOT, "deliveryGuarantee": ""}, "deliveryGuarantee"),
+    ({**BOOT, "deliveryGuarantee": " "}, "deliveryGuarantee"),
+    ({**BOOT, "kafka.enable.idempotence": "nope"}, "kafka.enable.idempotence"),
+    ({**BOOT, "kafka.max.in.flight.requests.per.connection": "6"}, "kafka.max.in.flight.requests.per.connection"),
+    ({**BOOT, "kafka.max.in.flight": "10"}, "kafka.max.in.flight.requests.per.connection"),
+    ({**BOOT, "kafka.max.in.flight": "zero"}, "kafka.max.in.flight.requests.per.connection"),
+    ({**BOOT, "kafka.message.timeout.ms": "600001"}, "kafka.message.timeout.ms"),
+    ({**BOOT, "kafka.delivery.timeout.ms": "0"}, "kafka.delivery.timeout.ms"),
+    ({**BOOT, "kafka.transaction.timeout.ms": "60000", "kafka.message.timeout.ms": "60001"}, "kafka.message.timeout.ms"),
+    ({**BOOT, "deliveryGuarantee": "at-least-once", "kafka.acks": "0"}, "kafka.acks"),
+    ({**BOOT, "deliveryGuarantee": "at-least-once", "kafka.acks": "1"}, "kafka.acks"),
+    ({**BOOT, "kafka.acks": "some"}, "kafka.acks"),
+    ({**BOOT, "acceptChangedReplay": "-1"}, "acceptChangedReplay"),
+    ({**BOOT, "acceptChangedReplay": "last"}, "acceptChangedReplay"),
+    ({**BOOT, "replayCheckTimeoutMs": "0"}, "replayCheckTimeoutMs"),
+    ({**BOOT, "writeName": "has space"}, "writeName"),
+    ({**BOOT, "writeName": "x" * 151}, "writeName"),
 ]
 
 
@@ -490,6 +507,20 @@ def test_sink_accepts_what_spark_passes() -> None:
                                "includeHeaders": "true"}, streaming=False)
     assert opts.checkpoint_location == "/ckpt"
     assert opts.topic is None
+
+
+def test_sink_replay_options_and_the_write_name() -> None:
+    opts = sink(acceptChangedReplay=" 7 ", replayCheckTimeoutMs="5000", writeName="ledger.v2")
+    assert (opts.accept_changed_replay, opts.replay_check_timeout_ms, opts.name) == (7, 5000, "ledger.v2")
+    assert (sink().accept_changed_replay, sink().replay_check_timeout_ms, sink().name) == (None, 120_000, None)
+    assert sink(deliveryGuarantee=" Exactly-Once ").delivery_guarantee == "exactly-once"
+
+
+def test_sink_producer_settings_that_keep_the_guarantee_are_accepted() -> None:
+    sink(**{"kafka.max.in.flight.requests.per.connection": "5", "kafka.message.timeout.ms": "600000"})
+    sink(**{"kafka.transaction.timeout.ms": "900000", "kafka.delivery.timeout.ms": "900000"})
+    sink(deliveryGuarantee="at-least-once", **{"kafka.max.in.flight": "20", "kafka.enable.idempotence": "false",
+                                                "kafka.message.timeout.ms": "3600000"})
 
 
 def test_sink_transaction_timeout_and_acks() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.spark.ranges import OffsetRange, plan_ranges, rate_limit, should_trigger, total_size
+from onceflow.spark.ranges import OffsetRange, plan_ranges, rate_limit, should_trigger, topic_changes, total_size
 
 T0, T1, T2 = ("t", 0), ("t", 1), ("t", 2)
 
@@ -287,3 +287,22 @@ def test_plan_ranges_cover_exactly(case: tuple[dict[tuple[str, int], int], dict[
         assert len(ranges) == len(by_partition)
     else:
         assert len(ranges) >= len(by_partition)
+
+
+def test_topic_changes_tell_deleted_recreated_and_backwards_partitions_apart() -> None:
+    begin = {("a", 0): 10, ("a", 1): 5, ("b", 0): 7, ("c", 0): 3, ("d", 0): 9}
+    changes = topic_changes(begin, {"a": "id-a", "b": "id-b", "c": "id-c"},
+                            listed=[("a", 0), ("b", 0), ("c", 0), ("d", 0)],
+                            ids={"a": "id-a", "b": "id-B", "c": "id-c"}, unsettled=[],
+                            latest={("a", 0): 12, ("b", 0): 20, ("c", 0): 1, ("d", 0): 9})
+    assert changes.deleted == {("a", 1): 5}
+    assert changes.recreated == {("b", 0): 7}, "a new id, even past the old offset"
+    assert changes.backwards == {("c", 0): (3, 1)}
+    assert changes and "b-0 (read up to offset 7)" in changes.describe() and "c-0 from 3 to 1" in changes.describe()
+
+
+def test_unsettled_topics_and_unknown_ids_conclude_nothing() -> None:
+    begin = {("a", 0): 10, ("b", 0): 4}
+    changes = topic_changes(begin, {}, listed=[("b", 0)], ids={"b": "x"}, unsettled=["a"], latest={("b", 0): 4})
+    assert not changes
+    assert not topic_changes(begin, {"a": "1"}, [("a", 0), ("b", 0)], {}, [], {("a", 0): 10, ("b", 0): 5})

@@ -314,7 +314,7 @@ def simulate(data: st.DataObject, *, splits_change: bool) -> World:
     return world
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_row_is_written_exactly_once_or_the_query_refuses_having_rewritten_nothing(data: st.DataObject) -> None:
     world = simulate(data, splits_change=True)
@@ -326,7 +326,7 @@ def test_every_row_is_written_exactly_once_or_the_query_refuses_having_rewritten
         assert not world.kafka.open, f"transactions left open: {world.kafka.open}"
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_replay_split_as_before_always_finishes_exactly_once_without_a_refusal(data: st.DataObject) -> None:
     world = simulate(data, splits_change=False)

@@ -188,3 +188,43 @@ def test_the_payments_checks_count_money_created_or_destroyed() -> None:
     lines = [{"query": "ledger", "batch": 0, "rows": 5}, {"query": "ledger", "batch": 0, "rows": 5},
              {"query": "balances", "batch": 0, "rows": 9}, {"event": "started"}]
     assert rows_by_batch(lines, "ledger") == {0: 5}, "a re-run micro-batch replaces its earlier count"
+
+
+def test_coordinator_calls_retry_what_says_try_again_and_nothing_else() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from onceflow.spark.sink import _call
+
+    for code in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.CONCURRENT_TRANSACTIONS):
+        failures = [KafkaException(KafkaError(code))] * 3
+
+        def call() -> str:
+            if failures:
+                raise failures.pop()
+            return "done"
+
+        assert _call(call, "test") == "done"
+    for code in (KafkaError._FENCED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        def refused(code: int = code) -> None:
+            raise KafkaException(KafkaError(code))
+
+        with pytest.raises(KafkaException):
+            _call(refused, "test")
+
+    def always() -> None:
+        raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+
+    with pytest.raises(KafkaException):
+        _call(always, "test", timeout_s=0.3)
+
+
+def test_the_plan_kept_in_the_offset_log_round_trips_beside_sparks_offsets() -> None:
+    from onceflow.spark.source import BatchPlan, from_spark_offsets, to_spark_offsets
+
+    plan = BatchPlan(4, {("t", 3): 0}, {"t": "id"})
+    offsets = to_spark_offsets({("t", 0): 5, ("t", 3): 2}, plan)
+    assert list(offsets) == ["t", "$onceflow"]
+    assert from_spark_offsets(offsets) == {("t", 0): 5, ("t", 3): 2}
+    assert BatchPlan.from_offsets(offsets) == plan
+    assert BatchPlan.from_offsets({"t": {"0": 5}}) is None, "an offset log written before plans were pinned"

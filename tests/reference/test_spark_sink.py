@@ -1,0 +1,275 @@
+"""The exactly-once sink's guarantees on real Spark, against Onceflow and against Apache Kafka (issue 17).
+
+Each scenario leaves a micro-batch partly written, the way a crash would: a fault point fails one task
+partition on every attempt before its commit (Spark gives up on the micro-batch and the query stops,
+the other tasks' transactions committed), or kills every attempt's Python worker with its transaction
+open.  Then the query is restarted from its checkpoint, changed the ways users change queries, and the
+output is read back record by record:
+
+* a source option that decides the split (``minPartitions``) changed, or partitions added to the input:
+  the source's plan is pinned in the offset log, so the replay is split as before: exactly once;
+* ``repartition(n)`` changed: refused before anything more is written, naming the micro-batch; with
+  ``repartition(n)`` restored, exactly once;
+* fewer tasks and tasks without rows: the earlier run's open transactions are fenced once the first
+  micro-batch commits, so read_committed readers move on within seconds (``transaction.timeout.ms`` at
+  its default, 10 minutes);
+* a batch write whose task dies after its commit: the retry skips;
+* the same ``write_exactly_once`` name twice in one micro-batch, and a checkpoint older than the output,
+  a changed ``transactionalIdPrefix``, a progress topic that would expire: refused, naming the cause;
+* two attempts of one task at once (speculation), without Spark: the fenced one reports its rival's
+  outcome instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
+
+from onceflow.faults import SPARK_AFTER_COMMIT, SPARK_BEFORE_COMMIT
+from onceflow.spark import sink
+from onceflow.spark.options import parse_sink_options
+from onceflow.spark.protocol import TaskIdentity, progress_topic
+from tests.integration.spark.support import (
+    TIMEOUT,
+    assert_exactly_once,
+    assert_no_duplicates,
+    checkpoint,
+    finished,
+    inputs,
+    new_topic,
+    open_transaction_in,
+    quiet,
+    read_topic,
+    run_query,
+    sink_options,
+    source,
+    transactional_writes,
+    uncommitted,
+    upper,
+)
+from tests.support.reference import Target
+from tests.support.waiting import wait_for
+
+Arm = Callable[[str, str], None]
+
+
+@pytest.fixture(params=["onceflow", pytest.param("kafka", marks=pytest.mark.long)])
+def sink_target(request: pytest.FixtureRequest) -> Target:
+    """``target`` for the longer Spark scenarios: against Apache Kafka only in ``make reference-suite``
+    (``make test`` runs them against Onceflow, and the others against both)."""
+    return request.getfixturevalue(f"{request.param}_target")  # type: ignore[no-any-return]
+
+
+def failing_partly(spark: Any, bs: str, frame: Any, dst: str, ckpt: str, arm: Arm, slot: int, **extra: str) -> list[bytes]:
+    """Run the query with task partition ``slot`` failing on every attempt before its commit: the query
+    stops with micro-batch 0 partly written.  Returns what it wrote."""
+    arm(SPARK_BEFORE_COMMIT, f"raise slot={slot} batch=0")
+    error = run_query(frame, sink_options(bs, dst, **extra), ckpt)
+    quiet(spark)
+    arm(SPARK_BEFORE_COMMIT, "")
+    assert error is not None and "fault injected" in str(error), f"the query was to fail: {error}"
+    return read_topic(bs, dst, [0, 1])
+
+
+def test_a_replay_is_split_as_first_written_after_its_options_and_input_partitions_changed(spark: Any, sink_target: Target,
+                                                                                         arm_fault: Arm) -> None:
+    """minPartitions back at its default would split micro-batch 0 into 2 tasks, and the input gained
+    partitions: the replay is still the 4 tasks of the plan in the offset log; what follows is new."""
+    bs = sink_target.bootstrap_servers
+    src, dst = new_topic(bs, 2), new_topic(bs, 2)
+    committed = inputs(bs, src, 200)
+    ckpt = checkpoint()
+    partial = failing_partly(spark, bs, upper(source(spark, bs, src, minPartitions="4")), dst, ckpt, arm_fault, slot=3)
+    assert 0 < len(partial) < len(committed)
+    admin = AdminClient({"bootstrap.servers": bs})
+    for future in admin.create_partitions([NewPartitions(src, 4)]).values():
+        future.result(TIMEOUT)
+    committed += inputs(bs, src, 200, first=200)  # spread over the four partitions
+    assert run_query(upper(source(spark, bs, src)), sink_options(bs, dst), ckpt) is None
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_a_replay_with_repartition_changed_is_refused_before_anything_is_written(spark: Any, sink_target: Target,
+                                                                                 arm_fault: Arm) -> None:
+    bs = sink_target.bootstrap_servers
+    src, dst = new_topic(bs, 1), new_topic(bs, 2)
+    committed = inputs(bs, src, 300)
+    ckpt = checkpoint()
+
+    def query(n: int) -> Any:
+        return upper(source(spark, bs, src).repartition(n))
+
+    partial = failing_partly(spark, bs, query(4), dst, ckpt, arm_fault, slot=3)
+    assert 0 < len(partial) < len(committed)
+    for n in (2,):
+        error = run_query(query(n), sink_options(bs, dst), ckpt)
+        assert error is not None, f"repartition({n}) was accepted"
+        message = str(error)
+        assert "micro-batch 0" in message and "acceptChangedReplay=0" in message, message
+        assert "split into tasks differently" in message or "fewer tasks" in message, message
+        assert sorted(read_topic(bs, dst, [0, 1])) == sorted(partial), "nothing more was written"
+    assert run_query(query(4), sink_options(bs, dst), ckpt) is None
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_a_restart_with_fewer_tasks_and_empty_ones_leaves_no_transaction_open(spark: Any, target: Target,
+                                                                              arm_fault: Arm) -> None:
+    """Every task of the first run dies inside its transaction; the second run has one task with rows, one
+    without, and none for the first run's partitions 2 and 3."""
+    bs = target.bootstrap_servers
+    src, dst = new_topic(bs, 1), new_topic(bs, 2)
+    committed = inputs(bs, src, 200)
+    ckpt = checkpoint()
+    arm_fault(SPARK_BEFORE_COMMIT, "exit batch=0")
+    assert run_query(upper(source(spark, bs, src).repartition(4)), sink_options(bs, dst), ckpt) is not None
+    quiet(spark)
+    arm_fault(SPARK_BEFORE_COMMIT, "")
+    assert open_transaction_in(bs, dst, [0, 1]), "the dead tasks' transactions are open"
+    one_key = upper(source(spark, bs, src)).selectExpr("'k' AS key", "value").repartition(2, "key")
+    error = run_query(one_key, sink_options(bs, dst), ckpt)
+    assert error is None, str(error)[:3000]
+    finished = time.monotonic()
+    wait_for(lambda: not open_transaction_in(bs, dst, [0, 1]), timeout=10, interval=0.2,
+             what="the output's last stable offset to reach its high watermark")
+    assert time.monotonic() - finished < 10
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_a_batch_write_retried_after_its_commit_writes_once(spark: Any, target: Target, arm_fault: Arm) -> None:
+    bs = target.bootstrap_servers
+    dst = new_topic(bs, 1)
+    arm_fault(SPARK_AFTER_COMMIT, "exit attempt=0")
+    frame = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(90)], "key string, value string").repartition(3)
+    frame.write.format("onceflow").mode("append").option("kafka.bootstrap.servers", bs).option("topic", dst).save()
+    assert sorted(read_topic(bs, dst, [0])) == sorted(f"v{i}".encode() for i in range(90))
+    assert len(uncommitted(bs, dst, [0])) == 90, "each task's rows in one transaction, none aborted"
+    topics = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=TIMEOUT).topics
+    assert not [t for t in topics if t.startswith("onceflow-progress-job-")], "the job's progress topic is deleted"
+
+
+def test_foreach_batch_refuses_a_second_write_under_the_same_name(spark: Any, sink_target: Target) -> None:
+    import onceflow.spark
+
+    bs = sink_target.bootstrap_servers
+    src, debits, credits = new_topic(bs, 1), new_topic(bs, 1), new_topic(bs, 1)
+    inputs(bs, src, 40, per_txn=40)
+
+    def same_name(df: Any, batch_id: int) -> None:
+        onceflow.spark.write_exactly_once(upper(df), batch_id, bootstrap_servers=bs, topic=debits, name="ledger")
+        onceflow.spark.write_exactly_once(upper(df), batch_id, bootstrap_servers=bs, topic=credits, name="ledger")
+
+    def unnamed_twice(df: Any, batch_id: int) -> None:
+        for dst in (debits, credits):
+            upper(df).write.format("onceflow").mode("append").option("kafka.bootstrap.servers", bs).option("topic", dst).save()
+
+    for function, why in ((same_name, "called twice with name 'ledger'"), (unnamed_twice, "written twice")):
+        error = finished(source(spark, bs, src).writeStream.foreachBatch(function)
+                         .option("checkpointLocation", checkpoint()).trigger(availableNow=True).start())
+        assert error is not None and why in str(error), str(error)[:6000]
+    assert len(read_topic(bs, debits, [0])) == 2 * 40, "each query's first write went through"
+    assert read_topic(bs, credits, [0]) == [], "no second write did"
+
+
+def test_a_checkpoint_older_than_the_output_is_refused(spark: Any, sink_target: Target) -> None:
+    """Micro-batches 1 and 2 taken out of the checkpoint (as if restored from a copy made after 0): the
+    restarted query plans a micro-batch 1 of its own, while the sink already wrote 2."""
+    bs = sink_target.bootstrap_servers
+    src, dst = new_topic(bs, 1), new_topic(bs, 1)
+    batches = [[f"b{t}-{i}".encode() for i in range(40)] for t in range(3)]
+    committed = transactional_writes(bs, src, [(values, True) for values in batches])
+    ckpt = checkpoint()
+    assert run_query(upper(source(spark, bs, src, maxOffsetsPerTrigger="41")), sink_options(bs, dst), ckpt) is None
+    assert_exactly_once(read_topic(bs, dst, [0]), committed)
+    for log in ("offsets", "commits"):
+        for batch in ("1", "2"):
+            os.unlink(os.path.join(ckpt, log, batch))
+            os.unlink(os.path.join(ckpt, log, f".{batch}.crc"))
+    error = run_query(upper(source(spark, bs, src)), sink_options(bs, dst), ckpt)
+    assert error is not None and "older than the output" in str(error), error
+    assert_exactly_once(read_topic(bs, dst, [0]), committed)
+
+
+def test_a_progress_topic_that_would_expire_is_refused(target: Target) -> None:
+    """Run without Spark: a task's Kafka side against a progress topic someone set to delete old records."""
+    from onceflow.spark import progress
+    from onceflow.spark.protocol import SinkRefusal
+
+    bs = target.bootstrap_servers
+    dst = new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
+    query = str(uuid.uuid4())
+
+    def write(batch: int) -> Any:
+        return sink.write_exactly_once(iter([pa.RecordBatch.from_pydict({"value": [f"b{batch}"]})]),
+                                       TaskIdentity(query, batch, 0, "run", 0, None, batch), options)
+
+    assert write(0).action == "written"
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource(ResourceType.TOPIC, progress_topic(query), incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(TIMEOUT)
+    progress._compacted.clear()  # as in a new worker
+    sink._room.clear()
+    with pytest.raises(SinkRefusal, match="cleanup.policy=delete"):
+        write(1)
+    assert read_topic(bs, dst, [0]) == [b"b0"]
+
+
+# -- without Spark ------------------------------------------------------------------------------
+
+
+def slow_rows(values: list[str], gate: threading.Event) -> Iterator[pa.RecordBatch]:
+    """The task's rows, the second half only once ``gate`` opens."""
+    half = len(values) // 2
+    yield pa.RecordBatch.from_pydict({"value": values[:half]})
+    assert gate.wait(60)
+    yield pa.RecordBatch.from_pydict({"value": values[half:]})
+
+
+def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(target: Target) -> None:
+    bs = target.bootstrap_servers
+    dst = new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
+    query = str(uuid.uuid4())
+    values = [f"v{i}" for i in range(100)]
+    outcomes: dict[int, Any] = {}
+    errors: list[BaseException] = []
+    gate = threading.Event()
+
+    def attempt(number: int, rows: Iterator[pa.RecordBatch]) -> None:
+        try:
+            outcomes[number] = sink.write_exactly_once(rows, TaskIdentity(query, 0, 0, "run", number, None, 1), options)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    first = threading.Thread(target=attempt, args=(0, slow_rows(values, gate)))
+    first.start()
+    wait_for(lambda: open_transaction_in(bs, dst, [0]), timeout=60, interval=0.05, what="the first attempt writing")
+    attempt(1, iter([pa.RecordBatch.from_pydict({"value": values})]))  # fences the first, writes, commits
+    gate.set()
+    first.join(120)
+    assert not errors, errors
+    assert outcomes[1].action == "written" and outcomes[0].action == "rival", outcomes
+    assert sorted(read_topic(bs, dst, [0])) == sorted(v.encode() for v in values)
+    assert_no_duplicates(read_topic(bs, dst, [0]))
+
+
+@pytest.mark.parametrize("setting", ["kafka.transaction.timeout.ms=1000000", "kafka.max.in.flight=6",
+                                     "kafka.message.timeout.ms=700000", "kafka.enable.idempotence=nope",
+                                     "kafka.linger.ms=soon", "deliveryGuarantee="])
+def test_producer_settings_every_task_would_refuse_are_refused_before_any_data_moves(setting: str, target: Target) -> None:
+    from onceflow.spark.options import OptionError
+
+    name, _, value = setting.partition("=")
+    options = {"kafka.bootstrap.servers": target.bootstrap_servers, "topic": "t", name: value}
+    with pytest.raises(OptionError, match=name.replace(".", r"\.")):
+        sink.check_client_settings(parse_sink_options(options, streaming=True))
