@@ -25,7 +25,7 @@ Spark tasks run in worker processes that Spark starts once per session, so
 their faults are armed while they run: ``ONCEFLOW_FAULT_DIR`` names a
 directory, and a file there named after a point arms it; its content is the
 action (``raise``, ``exit`` or ``sleep:<seconds>``, with ``:once`` appended
-for a single firing), optionally followed by filters ``slot=<n>``,
+for a single firing), optionally followed by filters ``slot=<n>[,<n>...]``,
 ``batch=<n>``, ``attempt=<n>`` that a task must match.  ``armed`` reads it;
 without the variable it is one dictionary lookup.  A write task's
 producer is wrapped by ``decorate_spark_producer`` (a decorator: the sink
@@ -93,8 +93,8 @@ def armed(point: str, **facts: int) -> str | None:
     try:
         action, *filters = (path.read_text().split() or ["raise"])
         for item in filters:
-            name, _, value = item.partition("=")
-            if name in facts and facts[name] != int(value):
+            name, _, values = item.partition("=")
+            if name in facts and facts[name] not in {int(v) for v in values.split(",")}:
                 return None
         if action.endswith(":once"):
             path.unlink()  # FileNotFoundError: another task took it first

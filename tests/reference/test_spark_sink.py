@@ -22,6 +22,7 @@ output is read back record by record:
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -36,7 +37,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from onceflow.faults import SPARK_AFTER_COMMIT, SPARK_BEFORE_COMMIT
 from onceflow.spark import sink
 from onceflow.spark.options import parse_sink_options
+from onceflow.spark.progress import ProgressStore
 from onceflow.spark.protocol import TaskIdentity, progress_topic
+from onceflow.spark.ranges import plan_ranges
 from tests.integration.spark.support import (
     TIMEOUT,
     assert_exactly_once,
@@ -95,6 +98,42 @@ def test_a_replay_is_split_as_first_written_after_its_options_and_input_partitio
     committed += inputs(bs, src, 200, first=200)  # spread over the four partitions
     assert run_query(upper(source(spark, bs, src)), sink_options(bs, dst), ckpt) is None
     assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+
+
+def test_a_replay_whose_waiting_tasks_hold_every_core_hands_their_rows_to_the_driver(spark: Any, sink_target: Target,
+                                                                                   arm_fault: Arm) -> None:
+    """Only task partition 3 of 4 was written (an earlier run on more cores): the replay's first tasks
+    (0, 1) wait for it to be confirmed, holding both cores, so 3 cannot start.  After replayWaitMs they
+    hand their rows to the driver; 2 and 3 start, 3 confirms, and the driver writes the deferred rows.
+
+    Spark retries a failed task before it starts the next one, so the earlier run's partial write is
+    made here by hand: the query's first run fails every task, then partition 3's task is run with the
+    sink's own code, on the rows Spark gives it (its offset range, upper-cased)."""
+    bs = sink_target.bootstrap_servers
+    src, dst = new_topic(bs, 1), new_topic(bs, 2)
+    committed = transactional_writes(bs, src, [([f"r{t}-{i}".encode() for i in range(50)], True) for t in range(4)])
+    ckpt = checkpoint()
+    frame = upper(source(spark, bs, src, minPartitions="4"))
+    arm_fault(SPARK_BEFORE_COMMIT, "raise batch=0")
+    assert run_query(frame, sink_options(bs, dst), ckpt) is not None
+    quiet(spark)
+    arm_fault(SPARK_BEFORE_COMMIT, "")
+    query_id = json.loads(open(os.path.join(ckpt, "metadata")).read())["id"]
+    end = int(json.loads(open(os.path.join(ckpt, "offsets", "0")).read().splitlines()[2])[src]["0"])
+    last = plan_ranges({(src, 0): 0}, {(src, 0): end}, min_partitions=4)[3]
+    rows = (spark.read.format("onceflow").option("kafka.bootstrap.servers", bs).option("subscribe", src)
+            .option("startingOffsets", json.dumps({src: {"0": last.start}}))
+            .option("endingOffsets", json.dumps({src: {"0": last.end}})).load()
+            .selectExpr("key", "upper(CAST(value AS STRING)) AS value").toArrow())
+    options = parse_sink_options(sink_options(bs, dst), streaming=True)
+    earlier = sink.write_exactly_once(rows.to_batches(), TaskIdentity(query_id, 0, 3, "earlier-run", 0, None, 0), options)
+    assert earlier.action == "written" and 0 < earlier.rows < len(committed)
+    assert run_query(frame, sink_options(bs, dst, replayWaitMs="1000"), ckpt) is None
+    assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+    records = ProgressStore(bs, {}, progress_topic(query_id)).read(range(4))
+    by_driver = [records[s].written.by_driver for s in range(4)]  # type: ignore[union-attr]
+    assert by_driver[:2] == [True, True] and not by_driver[3], f"0 and 1 deferred (2 may have waited): {by_driver}"
+    assert records[3].confirmed is not None, "3 confirmed its rows"
 
 
 def test_a_replay_with_repartition_changed_is_refused_before_anything_is_written(spark: Any, sink_target: Target,

@@ -13,7 +13,10 @@ exactly-once per micro-batch and atomic across topics within each task.
 Each call of one micro-batch needs its own ``name``: the name is the
 scope (progress topic and transactional ids).  A name used twice in one
 micro-batch is refused here, on the driver, before the second write
-starts; keep each name for the life of the checkpoint.
+starts; keep each name for the life of the checkpoint.  Before a run's
+first write of a name, the driver fences every slot the name's scope
+ever had, so that nothing of an earlier run can commit while this run's
+tasks decide.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .options import OptionError, check_write_name
+from . import sink
+from .options import OptionError, check_write_name, parse_sink_options
+from .sink import run_id
 
 _lock = threading.Lock()
 #: The names written so far in each (query id and run id, micro-batch) of this driver.
@@ -41,15 +46,16 @@ def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: 
         raise OptionError(f"write_exactly_once must be called from foreachBatch with its batch id "
                           f"(got {batch_id}, the running micro-batch is {current})")
     name = check_write_name(name, "write_exactly_once's name")
-    run = f"{context.getLocalProperty('sql.streaming.queryId')}/{context.getLocalProperty('spark.jobGroup.id')}"
-    _claim(run, batch_id, name)
-    writer = (df.write.format("onceflow")
-              .option("kafka.bootstrap.servers", bootstrap_servers)
-              .option("transactionalIdPrefix", f"onceflow-{name}")
-              .option("writeName", name))
-    if topic is not None:
-        writer = writer.option("topic", topic)
-    for key, value in options.items():
+    query_id = str(context.getLocalProperty("sql.streaming.queryId"))
+    run = run_id(context.getLocalProperty)
+    _claim(f"{query_id}/{run}", batch_id, name)
+    settings = {"kafka.bootstrap.servers": bootstrap_servers, "transactionalIdPrefix": f"onceflow-{name}",
+                "writeName": name, **({"topic": topic} if topic is not None else {}), **options}
+    sink_options = parse_sink_options(settings, streaming=False)
+    if sink_options.delivery_guarantee == "exactly-once":
+        sink.prefence(sink_options, query_id, name, run)
+    writer = df.write.format("onceflow")
+    for key, value in settings.items():
         writer = writer.option(key, value)
     writer.mode("append").save()
 

@@ -184,6 +184,10 @@ class KafkaAdmin:
         spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
         return self._list_offsets(partitions, spec, IsolationLevel.READ_UNCOMMITTED)
 
+    def high_watermarks(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """The high watermarks, whatever the isolation level (the LSO may be behind them)."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)  # type: ignore[no-untyped-call]
+
     def latest(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """The end of each partition a reader may read to: the LSO for read_committed, else the high watermark."""
         return self._list_offsets(partitions, OffsetSpec.latest(), self._isolation)  # type: ignore[no-untyped-call]

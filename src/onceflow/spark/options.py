@@ -204,8 +204,9 @@ class SinkOptions:
     kafka_params: Mapping[str, str]
     #: ``acceptChangedReplay``: a micro-batch whose changed replay is let through (see ``protocol``).
     accept_changed_replay: int | None = None
-    #: ``replayCheckTimeoutMs``: how long a task of a partly written micro-batch waits for confirmations.
-    replay_check_timeout_ms: int = 120_000
+    #: ``replayWaitMs``: how long a task of a partly written micro-batch waits for the earlier run's task
+    #: partitions to be confirmed before it hands its rows to the driver.
+    replay_wait_ms: int = 30_000
     #: ``writeName``: which write of a foreachBatch function this is (``write_exactly_once``'s name).
     name: str | None = None
 
@@ -242,7 +243,7 @@ _SINK_OPTIONS = (
     "deliveryGuarantee",
     "transactionalIdPrefix",
     "acceptChangedReplay",
-    "replayCheckTimeoutMs",
+    "replayWaitMs",
     "writeName",
     "includeHeaders",
     "checkpointLocation",
@@ -263,7 +264,7 @@ _UNSUPPORTED_SOURCE_OPTIONS = {
     "fetchOffset.retryIntervalMs": "offset lookups are retried by the Kafka client",
 }
 
-_SINK_ONLY = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "acceptChangedReplay", "replayCheckTimeoutMs",
+_SINK_ONLY = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "acceptChangedReplay", "replayWaitMs",
               "writeName")
 _SOURCE_ONLY = tuple(o for o in _SOURCE_OPTIONS if o not in _SINK_OPTIONS)
 
@@ -821,7 +822,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         transaction_timeout_ms=timeout_ms,
         kafka_params=kafka_params,
         accept_changed_replay=accept,
-        replay_check_timeout_ms=_parse_positive_int(raw, "replayCheckTimeoutMs") or 120_000,
+        replay_wait_ms=_parse_positive_int(raw, "replayWaitMs") or 30_000,
         name=name,
     )
 

@@ -58,10 +58,14 @@ _compacted: set[tuple[str, str]] = set()
 
 
 def reader_params(kafka_params: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` settings a consumer or admin client takes: producer-only ones dropped."""
+    """The ``kafka.*`` settings a consumer or admin client takes: producer-only ones dropped, and the
+    records read read_committed whatever the sink was given (a record of an aborted attempt must not
+    count, and the read ends at the last stable offset)."""
     producer_only = ("transaction", "acks", "linger", "enable.idempotence", "message.timeout", "max.in.flight",
                      "batch.", "compression", "queue.buffering", "delivery.timeout", "retries", "partitioner")
-    return {k: v for k, v in kafka_params.items() if not k.startswith(producer_only)}
+    params = {k: v for k, v in kafka_params.items() if not k.startswith(producer_only)}
+    params["isolation.level"] = "read_committed"
+    return params
 
 
 def _consumer(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> Consumer:
@@ -125,11 +129,17 @@ class ProgressStore:
         description = self._describe()
         return 0 if description is None else len(description.partitions)
 
-    def ensure(self, slots: int) -> None:
-        """The topic exists, is compacted, and has at least ``slots`` partitions, each with a leader."""
+    def ensure(self, slots: int, create: bool = True) -> None:
+        """The topic exists, is compacted, and has at least ``slots`` partitions, each with a leader.
+
+        Without ``create`` a missing topic is a refusal: a batch job's topic, which only its driver
+        creates, is gone once the job ended."""
         deadline = time.monotonic() + self.timeout_s
         admin = self.admin
         have = self.partition_count()
+        if have == 0 and not create:
+            raise SinkRefusal(f"the sink's progress topic {self.topic} does not exist: the batch job this task "
+                              f"belongs to is over (a late attempt), or the topic was deleted")
         if have == 0:
             new = NewTopic(self.topic, slots, -1, config=dict(TOPIC_CONFIG))
             self._settle(admin.client.create_topics([new], request_timeout=ATTEMPT_TIMEOUT_S),

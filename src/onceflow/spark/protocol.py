@@ -51,11 +51,20 @@ A task's decision, ``plan``, runs after the task fenced its slot
    yet: ``Wait`` (polling the records) until they are, then write.  Nobody
    of an earlier run wrote it: ``Write``.
 
+A waiting task holds a core, and the tasks it waits for may be queued
+behind it (a restart with fewer cores than the first run: Spark starts
+tasks in partition order).  So a task waits only ``replayWaitMs``; then
+it *defers*: it hands its rows to the driver (its commit message) and
+ends, freeing its core.  Once every task has returned, the driver's
+commit runs the same protocol for each deferred slot (``at_driver``):
+every slot of the earlier run has had its task by then, so one still
+unconfirmed means the micro-batch has fewer tasks now, and the driver
+refuses; otherwise it writes the rows.  A micro-batch whose deferred
+rows are not written is not committed by Spark, so a failure there
+replays it.
+
 ``acceptChangedReplay=<batch>`` lets one refused micro-batch through: its
-written slots skip, its other slots write without waiting.  The time
-given to ``Wait`` is bounded (``replayCheckTimeoutMs``); a slot of the
-earlier run that no task of this run confirms (fewer tasks now) ends in
-a refusal naming it.
+written slots skip, its other slots write without waiting.
 
 Everything here is plain data and arithmetic; ``sink.py`` does the I/O.
 """
@@ -156,6 +165,8 @@ class Written:
     fingerprint: str
     prefix: str
     stage: int = 0
+    #: Written by the driver's commit for a task that deferred.
+    by_driver: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +194,7 @@ class SlotRecord:
         if self.written is not None:
             w = self.written
             data["written"] = {"batch": w.batch, "run": w.run, "stage": w.stage, "rows": w.rows, "fp": w.fingerprint,
-                               "prefix": w.prefix}
+                               "prefix": w.prefix, **({"driver": True} if w.by_driver else {})}
         if self.confirmed is not None:
             data["confirmed"] = {"batch": self.confirmed[0], "run": self.confirmed[1]}
         if self.refused is not None:
@@ -202,7 +213,7 @@ class SlotRecord:
             if "written" in data:
                 w = data["written"]
                 written = Written(int(w["batch"]), str(w["run"]), int(w["rows"]), str(w["fp"]), str(w["prefix"]),
-                                  int(w.get("stage", 0)))
+                                  int(w.get("stage", 0)), bool(w.get("driver", False)))
             if "confirmed" in data:
                 confirmed = (int(data["confirmed"]["batch"]), str(data["confirmed"]["run"]))
             if "refused" in data:
@@ -214,8 +225,8 @@ class SlotRecord:
         return cls(slot, written, confirmed, refused)
 
     # transitions: every record carries what the slot last wrote forward
-    def write(self, task: TaskIdentity, rows: int, fingerprint: str, prefix: str) -> SlotRecord:
-        return SlotRecord(self.slot, Written(task.batch_id, task.run, rows, fingerprint, prefix, task.stage))
+    def write(self, task: TaskIdentity, rows: int, fingerprint: str, prefix: str, by_driver: bool = False) -> SlotRecord:
+        return SlotRecord(self.slot, Written(task.batch_id, task.run, rows, fingerprint, prefix, task.stage, by_driver))
 
     def confirm(self, task: TaskIdentity) -> SlotRecord:
         return replace(self, confirmed=(task.batch_id, task.run), refused=None)
@@ -388,13 +399,13 @@ def _twice(task: TaskIdentity, slot: int) -> str:
             f"write_exactly_once call of a foreachBatch function its own name")
 
 
-def timed_out(task: TaskIdentity, pending: Iterable[int], timeout_ms: int) -> Refuse:
+def unconfirmed(task: TaskIdentity, pending: Iterable[int]) -> Refuse:
+    """Every task of this run returned, and slots an earlier run wrote were never confirmed: no task of
+    this run had them."""
     slots = ", ".join(str(s) for s in sorted(pending))
-    return Refuse(f"{task.describe()} was partly written before the restart (task partitions {slots} among others), "
-                  f"and no task of this run confirmed within {timeout_ms} ms that partitions {slots} have the same "
-                  f"rows now: the micro-batch probably has fewer tasks than when it was first written. Writing it now "
-                  f"could duplicate or lose rows. {_FIX}; {_accept_hint(task)}. If the restarted query has far fewer "
-                  f"cores than the first run, raise replayCheckTimeoutMs")
+    return Refuse(f"{task.describe()} was partly written before the restart, by task partitions {slots} among "
+                  f"others, and this run has no task partition {slots}: the micro-batch has fewer tasks than when it "
+                  f"was first written. Writing it now could duplicate or lose rows. {_FIX}; {_accept_hint(task)}")
 
 
 # -- one task, as a coroutine of I/O steps ------------------------------------------------
@@ -410,7 +421,9 @@ class Settings:
 
     prefix: str
     accept_changed: int | None = None
-    replay_check_timeout_ms: int = 120_000
+    #: How long a task of a partly written micro-batch waits for the earlier run's slots to be
+    #: confirmed before it hands its rows to the driver (``Defer``).
+    replay_wait_s: float = 30.0
     #: How long a fenced task waits for its rival's outcome.
     rival_timeout_s: float = 660.0
     wait_poll_s: float = 0.25
@@ -454,6 +467,11 @@ class WriteRows:
 
 
 @dataclass(frozen=True, slots=True)
+class Defer:
+    """Read the task's rows, writing nothing, and keep them for the driver -> (rows, fingerprint)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Produce ``record`` into the open transaction and commit it."""
 
@@ -474,7 +492,7 @@ class Record:
     best_effort: bool = False
 
 
-Step = Fence | ReadOwn | ReadOthers | Clock | Sleep | ReadRows | WriteRows | Commit | Abort | Record
+Step = Fence | ReadOwn | ReadOthers | Clock | Sleep | ReadRows | WriteRows | Defer | Commit | Abort | Record
 
 
 class Fenced(Exception):
@@ -483,32 +501,38 @@ class Fenced(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a task did: ``written``, ``confirmed``, ``skipped``, ``empty`` or ``rival`` (another attempt of
-    the slot wrote it); ``rows`` written; ``warning`` to log, if any."""
+    """What a task did: ``written``, ``confirmed``, ``skipped``, ``empty``, ``rival`` (another attempt of
+    the slot wrote it) or ``deferred`` (its rows handed to the driver); ``rows`` written or handed over;
+    ``warning`` to log, if any."""
 
     action: str
     rows: int = 0
     warning: str | None = None
 
 
-def task_steps(task: TaskIdentity, settings: Settings, has_rows: bool) -> Generator[Step, Any, Outcome]:
-    """A write task's protocol (see the module docstring); raises ``SinkRefusal`` when it refuses."""
+def task_steps(task: TaskIdentity, settings: Settings, has_rows: bool,
+               at_driver: bool = False) -> Generator[Step, Any, Outcome]:
+    """A write task's protocol (see the module docstring); raises ``SinkRefusal`` when it refuses.
+
+    ``at_driver``: the driver's commit writing a deferred task's rows, once every task returned."""
     try:
-        return (yield from _steps(task, settings) if has_rows else _empty_steps(task, settings))
+        return (yield from _steps(task, settings, at_driver) if has_rows else _empty_steps(task, settings))
     except Fenced:
         return (yield from _rival_steps(task, settings))
 
 
-def _steps(task: TaskIdentity, settings: Settings) -> Generator[Step, Any, Outcome]:
+def _steps(task: TaskIdentity, settings: Settings, at_driver: bool) -> Generator[Step, Any, Outcome]:
     yield Fence()
     own: SlotRecord | None = yield ReadOwn()
     base = own or SlotRecord(task.partition)
-    decision: Plan = plan(task, settings.prefix, own, (yield ReadOthers()), settings.accept_changed)
-    deadline = (yield Clock()) + settings.replay_check_timeout_ms / 1000
+    decision: Plan = plan(task, settings.prefix, own, (yield ReadOthers(fresh=at_driver)), settings.accept_changed)
+    if at_driver and isinstance(decision, Wait):
+        decision = unconfirmed(task, decision.pending)
+    deadline = (yield Clock()) + settings.replay_wait_s
     while isinstance(decision, Wait):
         if (yield Clock()) > deadline:
-            decision = timed_out(task, decision.pending, settings.replay_check_timeout_ms)
-            break
+            rows, _ = yield Defer()
+            return Outcome("deferred", rows)
         yield Sleep(settings.wait_poll_s)
         decision = plan(task, settings.prefix, own, (yield ReadOthers(fresh=True)), settings.accept_changed)
     if isinstance(decision, Refuse):
@@ -524,7 +548,7 @@ def _steps(task: TaskIdentity, settings: Settings) -> Generator[Step, Any, Outco
         assert isinstance(verdict, Skip)
         return Outcome("skipped", 0, verdict.warning)
     rows, fingerprint = yield WriteRows()
-    yield Commit(base.write(task, rows, fingerprint, settings.prefix))
+    yield Commit(base.write(task, rows, fingerprint, settings.prefix, by_driver=at_driver))
     return Outcome("written", rows)
 
 

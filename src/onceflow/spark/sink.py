@@ -26,20 +26,26 @@ fail: it waits until the rival's record shows the micro-batch written in
 this run, and reports that; only if none shows within the transaction
 timeout does it fail.
 
-The driver's commit (``finish``) fences, the first time it sees a run of a
-scope, every slot of the progress topic that no task of that micro-batch
-fenced: slots of an earlier run that had more tasks, and tasks that had
-no rows (they never open a producer).  So once the first micro-batch after
-a restart is committed, no transaction of the query's earlier runs is
-open, whatever the task count; a restarted query no longer holds
-read_committed readers until ``transaction.timeout.ms``.
+The driver's commit (``finish``) first writes the rows of tasks that
+*deferred* (``protocol``: they could not wait longer for an earlier run's
+slots to be confirmed), with those slots' transactional ids, through the
+same protocol.  Then, the first time it sees a run of a scope, it fences
+every slot of the progress topic that no task of that micro-batch fenced:
+slots of an earlier run that had more tasks, and tasks that had no rows
+(they never open a producer).  So once the first micro-batch after a
+restart is committed, no transaction of the query's earlier runs is open,
+whatever the task count; a restarted query no longer holds read_committed
+readers until ``transaction.timeout.ms``.  ``write_exactly_once`` does the
+fencing sooner: on the driver, before the first write of each run.
 
 ``deliveryGuarantee=at-least-once`` writes with an idempotent producer and
 no transaction (Spark's own Kafka sink): a re-run task writes again.
 
 Batch jobs (``df.write`` outside ``foreachBatch``) run the same protocol
 with the job as the scope and micro-batch 0, so a task retried after its
-commit skips; the job's progress topic is deleted when the job ends.
+commit skips.  The driver creates the job's progress topic before the
+job (a task never does: a late attempt after the job ended finds it gone
+and refuses), and fences its slots and deletes it when the job ends.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ from .protocol import (
     Abort,
     Clock,
     Commit,
+    Defer,
     Fence,
     Fenced,
     Fingerprint,
@@ -111,6 +118,10 @@ _RETRIABLE = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
+#: A row as the producer takes it: (topic, value, key, partition, headers).
+Message = tuple[str, Any, Any, int | None, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
     """What one task did; sent back to the driver as its commit message."""
@@ -127,10 +138,36 @@ class TaskOutcome:
     transactional_id: str | None = None
     #: The task fenced its slot: no earlier attempt of it can still be open.
     fenced: bool = False
+    #: A deferred task's identity and rows, for the driver to write (``finish``).
+    task: TaskIdentity | None = None
+    deferred: tuple[Message, ...] | None = None
 
     @property
     def skipped(self) -> bool:
         return self.action in ("confirmed", "skipped", "rival")
+
+    def __repr__(self) -> str:  # the deferred rows would fill a log line
+        rows = f", {len(self.deferred)} deferred rows" if self.deferred is not None else ""
+        return f"TaskOutcome({self.partition}, batch {self.batch_id}, {self.rows} rows, {self.action}{rows})"
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def run_id(local_property: Callable[[str], str | None]) -> str:
+    """One execution of a streaming query, from a task's (or the driver's) local properties.
+
+    Spark sets a streaming query's job group to its run id (new at every
+    start) and names it in the job description; a foreachBatch function
+    may set its own job group, so that one counts only if it is a UUID.
+    Without either, the application id (new at every driver start)."""
+    group = local_property("spark.jobGroup.id") or ""
+    if _UUID.fullmatch(group):
+        return group
+    found = re.search(r"runId = (" + _UUID.pattern + ")", local_property("spark.job.description") or "")
+    if found:
+        return found.group(1)
+    return f"app-{local_property('spark.app.id')}"
 
 
 def task_identity(query_id: str | None, batch_id: str | int | None, partition: int, attempt: int = 0,
@@ -142,9 +179,6 @@ def task_identity(query_id: str | None, batch_id: str | int | None, partition: i
 
 
 # -- rows -> messages --------------------------------------------------------------------
-
-
-Message = tuple[str, Any, Any, int | None, Any]
 
 
 def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
@@ -273,6 +307,8 @@ class KafkaTaskIO:
         self._open = False
         #: Fatal errors librdkafka reported (a fenced producer's calls then only say _FATAL).
         self._fatal: list[KafkaError] = []
+        #: The rows kept for the driver (``Defer``).
+        self.deferred: tuple[Message, ...] | None = None
 
     def do(self, step: Step) -> Any:
         """Carry out one step; a fenced producer is ``Fenced``."""
@@ -311,6 +347,11 @@ class KafkaTaskIO:
             return fingerprint.rows, fingerprint.hex
         if isinstance(step, WriteRows):
             return self._write_rows()
+        if isinstance(step, Defer):
+            self.deferred = tuple(self.rows)
+            fingerprint = Fingerprint()
+            fingerprint.extend(self.deferred)
+            return fingerprint.rows, fingerprint.hex
         if isinstance(step, Commit):
             return self._commit(step.record)
         if isinstance(step, Abort):
@@ -321,7 +362,7 @@ class KafkaTaskIO:
     def _fence(self) -> None:
         slots = self.task.partition + 1
         if _room.get(self.store.topic, 0) < slots:
-            self.store.ensure(slots)
+            self.store.ensure(slots, create=not is_job(self.task.query_id))
             _room[self.store.topic] = slots
         if self.producer is None:
             config = {**_producer_config(self.options, self.tid), "error_cb": self._on_error}
@@ -406,7 +447,7 @@ def drive(steps: Generator[Step, Any, Outcome], do: Callable[[Step], Any]) -> Ou
 
 
 def settings(options: SinkOptions) -> Settings:
-    return Settings(_prefix(options), options.accept_changed_replay, options.replay_check_timeout_ms,
+    return Settings(_prefix(options), options.accept_changed_replay, options.replay_wait_ms / 1000,
                     rival_timeout_s=options.transaction_timeout_ms / 1000 + CLIENT_TIMEOUT_S, wait_poll_s=WAIT_POLL_S)
 
 
@@ -414,20 +455,31 @@ def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, op
     """Write one task's rows exactly once (see the module docstring and ``protocol``)."""
     rows = iter(_messages(batches, options.topic))
     first = next(rows, None)
-    io = KafkaTaskIO(task, options, itertools.chain([first], rows) if first is not None else iter(()))
+    return _run(task, options, itertools.chain([first], rows) if first is not None else iter(()), first is not None)
+
+
+def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Message], has_rows: bool,
+         at_driver: bool = False) -> TaskOutcome:
+    io = KafkaTaskIO(task, options, rows)
     try:
-        outcome = drive(task_steps(task, settings(options), first is not None), io.do)
+        outcome = drive(task_steps(task, settings(options), has_rows, at_driver), io.do)
     except SinkRefusal as refusal:
         log.error("%s: refusing to write: %s", io.tid, refusal)
         raise
     finally:
+        fenced = io.producer is not None
         io.close()
     if outcome.warning:
         log.warning("%s", outcome.warning)
-    if outcome.action != "written":
+    if outcome.action == "deferred":
+        log.warning("%s: %s: the task partitions an earlier run wrote were not confirmed within %d ms; its %d "
+                    "rows go to the driver, which writes them once every task has returned", io.tid,
+                    task.describe(), options.replay_wait_ms, outcome.rows)
+    elif outcome.action != "written":
         log.info("%s: %s: %s", io.tid, task.describe(), outcome.action)
     return TaskOutcome(task.partition, task.batch_id, outcome.rows, outcome.action, task.query_id, task.name,
-                       task.run, io.tid, fenced=io.producer is not None or outcome.action == "rival")
+                       task.run, io.tid, fenced=fenced or outcome.action == "rival",
+                       task=task if io.deferred is not None else None, deferred=io.deferred)
 
 
 # -- the driver's checks -------------------------------------------------------------------
@@ -499,8 +551,15 @@ _cleaned: set[tuple[str, str]] = set()
 
 
 def finish(outcomes: Iterable[object], options: SinkOptions) -> None:
-    """The driver's commit of a micro-batch: the first time in a run, fence the slots no task fenced."""
+    """The driver's commit of a micro-batch, once every task returned: write what tasks deferred (a
+    refusal raises, and Spark does not commit the micro-batch); then, the first time in a run, fence
+    the slots no task fenced."""
     done = [o for o in outcomes if isinstance(o, TaskOutcome) and o.query_id]
+    for outcome in done:
+        if outcome.task is not None and outcome.deferred is not None:
+            written = _run(outcome.task, options, iter(outcome.deferred), True, at_driver=True)
+            log.info("the driver wrote the %d rows task partition %d deferred (%s)", outcome.rows, outcome.partition,
+                     written.action)
     if not done:
         return
     first = done[0]
@@ -508,16 +567,32 @@ def finish(outcomes: Iterable[object], options: SinkOptions) -> None:
     key = (topic, first.run or "")
     if key in _cleaned:
         return
-    store = ProgressStore(options.bootstrap_servers, options.kafka_params, topic)
-    count = store.partition_count()
-    fenced = {o.partition for o in done if o.fenced}
-    stale = [transactional_id(options.transactional_id_prefix, first.query_id or "", s)
-             for s in range(count) if s not in fenced]
-    if stale:
-        fence(options, stale)
+    fenced = {o.partition for o in done if o.fenced or o.deferred is not None}
+    try:
+        count = ProgressStore(options.bootstrap_servers, options.kafka_params, topic).partition_count()
+        fence(options, [transactional_id(options.transactional_id_prefix, first.query_id or "", s)
+                        for s in range(count) if s not in fenced])
+    except (KafkaException, TimeoutError, concurrent.futures.TimeoutError) as exc:
+        # Nothing is lost: open transactions of earlier runs only hold readers until their timeout.
+        log.warning("could not fence the earlier runs' transactional ids of %s (%s); trying again after the "
+                    "next micro-batch", topic, exc)
+        return
+    if count > len(fenced):
         log.info("fenced %d transactional ids of earlier runs that this run's micro-batch %d did not use",
-                 len(stale), first.batch_id)
+                 count - len(fenced), first.batch_id)
     _cleaned.add(key)
+
+
+def prefence(options: SinkOptions, query_id: str, name: str | None, run: str) -> None:
+    """On the driver, before a run's first write of a scope (``write_exactly_once``): fence every slot
+    the scope ever had, so that nothing of an earlier run (a zombie task, a commit in doubt while a
+    broker fails over) can land after this run's tasks decided."""
+    topic = progress_topic(query_id, name)
+    if (topic, run) in _cleaned:
+        return
+    count = ProgressStore(options.bootstrap_servers, options.kafka_params, topic).partition_count()
+    fence(options, [transactional_id(options.transactional_id_prefix, query_id, s) for s in range(count)])
+    _cleaned.add((topic, run))
 
 
 def fence(options: SinkOptions, tids: Iterable[str]) -> None:
@@ -535,11 +610,24 @@ def fence(options: SinkOptions, tids: Iterable[str]) -> None:
             del result
 
 
-def finish_job(outcomes: Iterable[object], options: SinkOptions, job_id: str) -> None:
-    """A batch job is over (committed or aborted): its progress topic is no longer needed."""
-    del outcomes
+def start_job(options: SinkOptions, job_id: str) -> None:
+    """Before a batch job's tasks: its progress topic (tasks only add partitions to it)."""
     if options.delivery_guarantee == "exactly-once":
-        ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id)).delete()
+        ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id)).ensure(1)
+
+
+def finish_job(options: SinkOptions, job_id: str) -> None:
+    """A batch job is over (committed or aborted): fence its slots (a late attempt cannot commit), then
+    delete its progress topic (a late attempt that had not started finds it gone and refuses)."""
+    if options.delivery_guarantee != "exactly-once":
+        return
+    store = ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id))
+    try:
+        count = store.partition_count()
+        fence(options, [transactional_id(options.transactional_id_prefix, job_id, s) for s in range(count)])
+    except (KafkaException, TimeoutError, concurrent.futures.TimeoutError) as exc:
+        log.warning("could not fence the batch job's transactional ids (%s)", exc)
+    store.delete()
 
 
 # -- at-least-once -------------------------------------------------------------------------
@@ -574,7 +662,15 @@ def write_at_least_once(batches: Iterable[pa.RecordBatch], options: SinkOptions)
 
 
 def new_job_id() -> str:
-    return f"job-{uuid.uuid4()}"
+    return f"{JOB_PREFIX}{uuid.uuid4()}"
+
+
+JOB_PREFIX = "job-"
+
+
+def is_job(query_id: str) -> bool:
+    """A batch job's scope (Spark's query ids are bare UUIDs)."""
+    return query_id.startswith(JOB_PREFIX)
 
 
 def summarize(messages: Iterable[object]) -> Mapping[str, int]:

@@ -238,18 +238,29 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin offsets left and the partitions' new starts."""
         changes = ranges.topic_changes(begin, begin_plan.topic_ids if begin_plan else {}, listing.partitions,
                                        listing.topic_ids, listing.unsettled, latest)
+        if changes.backwards:
+            # Only the last stable offset went back (an open transaction, after a switch to read_committed):
+            # nothing was lost, the data is there; the partition waits for the LSO.  Below the high
+            # watermark too, the log was truncated.
+            hw = self.admin.high_watermarks(changes.backwards)
+            changes = ranges.TopicChanges(changes.deleted, changes.recreated,
+                                          {tp: ends for tp, ends in changes.backwards.items() if hw[tp] < ends[0]})
         if not changes:
             return begin, {}
         detail = (f"partitions the query was reading changed: {changes.describe()}; the records between the offsets "
                   "the query reached and the new ones may never be read")
         if self.options.fail_on_data_loss:
             raise DataLossError(f"{detail}. Some data may have been lost. Set failOnDataLoss=false to go on "
-                                "(deleted partitions dropped, the others read again from their earliest offset)")
-        log.warning("%s; continuing (failOnDataLoss=false): deleted partitions are dropped, the others are read "
-                    "from their earliest offset", detail)
-        reset = [*changes.recreated, *changes.backwards]
-        left = {tp: o for tp, o in begin.items() if tp not in changes.deleted and tp not in reset}
-        return left, self.admin.earliest(reset) if reset else {}
+                                "(deleted partitions dropped, topics created again read from their start, "
+                                "truncated partitions from their new end)")
+        log.warning("%s; continuing (failOnDataLoss=false): deleted partitions are dropped, topics created again "
+                    "are read from their start, truncated partitions from their new end", detail)
+        recreated = list(changes.recreated)
+        left = {tp: o for tp, o in begin.items()
+                if tp not in changes.deleted and tp not in changes.recreated and tp not in changes.backwards}
+        starts = self.admin.earliest(recreated) if recreated else {}
+        starts.update({tp: now for tp, (_, now) in changes.backwards.items()})
+        return left, starts
 
     def prepareForTriggerAvailableNow(self) -> None:
         partitions = self.admin.partitions(self.options.subscription)
@@ -337,16 +348,11 @@ def _task() -> Any:
     return context
 
 
-def _run_id(context: Any) -> str:
-    """One execution of the query: Spark sets the job group of a streaming query's jobs to its run id
-    (new at every start); without it, the application (new at every driver start)."""
-    return str(context.getLocalProperty("spark.jobGroup.id") or f"app-{context.getLocalProperty('spark.app.id')}")
-
-
 def _stream_task(context: Any, options: SinkOptions) -> sink.TaskIdentity:
     return sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
                               context.getLocalProperty("streaming.sql.batchId"), context.partitionId(),
-                              context.attemptNumber(), _run_id(context), context.stageId(), options.name)
+                              context.attemptNumber(), sink.run_id(context.getLocalProperty), context.stageId(),
+                              options.name)
 
 
 def _outcomes(messages: Sequence[WriterCommitMessage | None]) -> list[sink.TaskOutcome]:
@@ -382,6 +388,8 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
         self.job_id = sink.new_job_id()
+        if options.name is None:  # may be a batch job (write_exactly_once always names its writes)
+            sink.start_job(options, self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         context = _task()
@@ -401,16 +409,16 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         outcomes = _outcomes(messages)
-        if any(o.query_id == self.job_id for o in outcomes):
-            sink.finish_job(outcomes, self.options, self.job_id)
-        else:
-            sink.finish(outcomes, self.options)
+        try:
+            sink.finish([o for o in outcomes if o.query_id != self.job_id], self.options)
+        finally:
+            if self.options.name is None:
+                sink.finish_job(self.options, self.job_id)
         log.info("batch write done: %s", sink.summarize(outcomes))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        outcomes = _outcomes(messages)
-        if not outcomes or any(o.query_id == self.job_id for o in outcomes):
-            sink.finish_job(outcomes, self.options, self.job_id)
+        if self.options.name is None:
+            sink.finish_job(self.options, self.job_id)
 
 
 # -- the data source -----------------------------------------------------------------------

@@ -268,7 +268,7 @@ SINK_ERRORS: list[tuple[dict[str, str], str]] = [
     ({**BOOT, "kafka.acks": "some"}, "kafka.acks"),
     ({**BOOT, "acceptChangedReplay": "-1"}, "acceptChangedReplay"),
     ({**BOOT, "acceptChangedReplay": "last"}, "acceptChangedReplay"),
-    ({**BOOT, "replayCheckTimeoutMs": "0"}, "replayCheckTimeoutMs"),
+    ({**BOOT, "replayWaitMs": "0"}, "replayWaitMs"),
     ({**BOOT, "writeName": "has space"}, "writeName"),
     ({**BOOT, "writeName": "x" * 151}, "writeName"),
 ]
@@ -510,9 +510,9 @@ def test_sink_accepts_what_spark_passes() -> None:
 
 
 def test_sink_replay_options_and_the_write_name() -> None:
-    opts = sink(acceptChangedReplay=" 7 ", replayCheckTimeoutMs="5000", writeName="ledger.v2")
-    assert (opts.accept_changed_replay, opts.replay_check_timeout_ms, opts.name) == (7, 5000, "ledger.v2")
-    assert (sink().accept_changed_replay, sink().replay_check_timeout_ms, sink().name) == (None, 120_000, None)
+    opts = sink(acceptChangedReplay=" 7 ", replayWaitMs="5000", writeName="ledger.v2")
+    assert (opts.accept_changed_replay, opts.replay_wait_ms, opts.name) == (7, 5000, "ledger.v2")
+    assert (sink().accept_changed_replay, sink().replay_wait_ms, sink().name) == (None, 30_000, None)
     assert sink(deliveryGuarantee=" Exactly-Once ").delivery_guarantee == "exactly-once"
 
 
