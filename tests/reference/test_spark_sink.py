@@ -312,3 +312,21 @@ def test_producer_settings_every_task_would_refuse_are_refused_before_any_data_m
     options = {"kafka.bootstrap.servers": target.bootstrap_servers, "topic": "t", name: value}
     with pytest.raises(OptionError, match=name.replace(".", r"\.")):
         sink.check_client_settings(parse_sink_options(options, streaming=True))
+
+
+def task_rows(values: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
+    """One task's rows: (topic, value) pairs, a ``topic`` column."""
+    yield pa.RecordBatch.from_pydict({"topic": [t for t, _ in values], "value": [v for _, v in values]})
+
+
+def test_a_replay_with_the_same_rows_in_another_order_and_topics_per_row_writes_nothing_twice(target: Target) -> None:
+    """Without Spark: the slot's record holds no topic of its own, and the rows' fingerprint no order."""
+    bs = target.bootstrap_servers
+    a, b = new_topic(bs, 1), new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs}, streaming=True)
+    query = str(uuid.uuid4())
+    rows = [(a if i % 3 else b, f"v{i}") for i in range(10)]
+    first = sink.write_exactly_once(task_rows(rows), TaskIdentity(query, 0, 0, "run-1", 0, None, 1), options)
+    again = sink.write_exactly_once(task_rows(rows[::-1]), TaskIdentity(query, 0, 0, "run-2", 0, None, 1), options)
+    assert (first.action, again.action) == ("written", "confirmed")
+    assert sorted(read_topic(bs, a, [0]) + read_topic(bs, b, [0])) == sorted(v.encode() for _, v in rows)

@@ -32,7 +32,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -51,10 +52,27 @@ TAIL_WINDOW = 16
 TIMEOUT_S = 60.0
 POLL_S = 0.02  # consume() waits this long for more than it has; the loop is bounded by timeout_s
 
+#: How many clusters' (or settings') clients a process keeps. An evicted client is only dropped, not
+#: closed: a thread still using it keeps it alive, and librdkafka closes it when the last one lets go.
+CLIENTS_KEPT = 4
+
 _lock = threading.Lock()
-_consumers: dict[tuple[str, frozenset[tuple[str, str]]], Consumer] = {}
-_admins: dict[tuple[str, frozenset[tuple[str, str]]], KafkaAdmin] = {}
+_consumers: OrderedDict[tuple[str, frozenset[tuple[str, str]]], Consumer] = OrderedDict()
+_admins: OrderedDict[tuple[str, frozenset[tuple[str, str]]], KafkaAdmin] = OrderedDict()
 _compacted: set[tuple[str, str]] = set()
+
+
+def _kept(cache: OrderedDict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
+    """The client cached under ``key``, made on first use; the least recently used beyond
+    CLIENTS_KEPT are dropped, so that clients of a cluster gone for good stop reconnecting."""
+    with _lock:
+        client = cache.get(key)
+        if client is None:
+            client = cache[key] = make()
+            while len(cache) > CLIENTS_KEPT:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
+        return client
 
 
 def reader_params(kafka_params: Mapping[str, str]) -> dict[str, str]:
@@ -69,17 +87,16 @@ def reader_params(kafka_params: Mapping[str, str]) -> dict[str, str]:
 
 
 def _consumer(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> Consumer:
-    key = (bootstrap_servers, frozenset(kafka_params.items()))
-    with _lock:
-        consumer = _consumers.get(key)
-        if consumer is None:
-            config = client_config(bootstrap_servers, reader_params(kafka_params))
-            config.update({"group.id": f"onceflow-progress-reader-{uuid.uuid4()}", "isolation.level": "read_committed",
-                           "enable.auto.commit": False, "enable.auto.offset.store": False,
-                           "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                           "fetch.wait.max.ms": 10})  # the end of a short read is an empty fetch: no long poll
-            consumer = _consumers[key] = Consumer(config)
-        return consumer
+    def make() -> Consumer:
+        config = client_config(bootstrap_servers, reader_params(kafka_params))
+        config.update({"group.id": f"onceflow-progress-reader-{uuid.uuid4()}", "isolation.level": "read_committed",
+                       "enable.auto.commit": False, "enable.auto.offset.store": False,
+                       "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                       "fetch.wait.max.ms": 10})  # the end of a short read is an empty fetch: no long poll
+        return Consumer(config)
+
+    consumer: Consumer = _kept(_consumers, (bootstrap_servers, frozenset(kafka_params.items())), make)
+    return consumer
 
 
 class ProgressStore:
@@ -96,13 +113,9 @@ class ProgressStore:
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            key = (self.bootstrap_servers, frozenset(self.kafka_params.items()))
-            with _lock:
-                admin = _admins.get(key)
-                if admin is None:
-                    admin = _admins[key] = KafkaAdmin(self.bootstrap_servers, reader_params(self.kafka_params),
-                                                      self.timeout_s)
-            self._admin = admin
+            self._admin = _kept(_admins, (self.bootstrap_servers, frozenset(self.kafka_params.items())),
+                                lambda: KafkaAdmin(self.bootstrap_servers, reader_params(self.kafka_params),
+                                                   self.timeout_s))
         return self._admin
 
     # -- the topic ------------------------------------------------------------------------

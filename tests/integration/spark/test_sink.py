@@ -212,3 +212,42 @@ def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, bro
         if query.exception() is not None:
             raise query.exception()
     assert read_topic(bs, topic, [0]) == [], "nothing was written"
+
+
+def test_the_progress_records_outlive_compaction_and_the_sink_keeps_no_consumer_group(make_broker_process: Any) -> None:
+    """Without Spark, on a broker whose group offsets would expire within a minute: the slot's records
+    are in a compacted topic, whose cleaner keeps each slot's latest; a replay still finds its batch."""
+    import pyarrow as pa
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from onceflow.spark import sink
+    from onceflow.spark.options import parse_sink_options
+    from onceflow.spark.protocol import TaskIdentity, progress_topic
+    from tests.support.broker import cleaned_through, partition_dir
+
+    broker = make_broker_process(**{"offsets.retention.minutes": "1", "log.cleaner.backoff.ms": "100"})
+    bs = broker.bootstrap_servers
+    dst = new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
+    query = "9f9e8f39-2f7c-4a7e-8a55-1d2c3b4a5f60"
+
+    def write(batch: int, run: str) -> str:
+        rows = iter([pa.RecordBatch.from_pydict({"value": [f"b{batch}-{i}" for i in range(5)]})])
+        return sink.write_exactly_once(rows, TaskIdentity(query, batch, 0, run, 0, None, batch), options).action
+
+    assert write(0, "r1") == "written"
+    admin = AdminClient({"bootstrap.servers": bs})
+    resource = ConfigResource("topic", progress_topic(query), incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in (("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.01"))])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(TIMEOUT)
+    for batch in range(1, 8):
+        assert write(batch, "r1") == "written"
+    directory = partition_dir(broker, progress_topic(query))
+    wait_for(lambda: cleaned_through(directory, 4), timeout=60, interval=0.2, what="the cleaner to compact the records")
+    assert write(7, "r2") == "confirmed", "the latest record survived compaction"
+    assert write(8, "r2") == "written"
+    assert len(read_topic(bs, dst, [0])) == 9 * 5
+    groups = admin.list_consumer_groups().result(TIMEOUT).valid
+    assert [g.group_id for g in groups if "onceflow" in g.group_id] == [], "no consumer group to expire"
