@@ -40,6 +40,15 @@ READY_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 
 
+def _random_id() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid`` makes one: URL-safe base64, never starting with
+    ``-`` (a command line would take it for an option: one format in 64 failed so)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -76,7 +85,7 @@ class KafkaCluster:
         self.features = dict(features or {})
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kafka-ref-")) if data_dir is None else Path(data_dir)
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = _random_id()
         self.nodes = {i: _Node(i, _free_port(), _free_port(), self.data_dir / f"node-{i}") for i in range(1, size + 1)}
 
     # -- what clients use -------------------------------------------------------------------------
