@@ -63,6 +63,23 @@ def test_append_assigns_consecutive_offsets_and_high_watermark_follows_flush(tmp
     log.close()
 
 
+def test_a_segment_holding_little_takes_little_disk_and_a_growing_one_at_most_twice_its_data(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Preallocation grows with the segment: a partition with one record (one of a sink's progress
+    topic's hundreds) is not given 4 MiB of blocks."""
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_produced(batch(1, clock.now_ms()), clock.now_ms())
+    flush(log)
+    path = next((tmp_path / "t-0").glob("*.log"))
+    assert path.stat().st_blocks * 512 <= 128 << 10
+    for _ in range(60):
+        log.append_produced(batch(16, clock.now_ms(), size=1000), clock.now_ms())
+    flush(log)
+    data = path.stat().st_size
+    assert data > 900_000 and path.stat().st_blocks * 512 <= 2 * data + (64 << 10)
+    log.close()
+
+
 def test_refused_batches_change_nothing(tmp_path: Path, clock: FakeClock) -> None:
     log = open_log(tmp_path / "t-0", clock, **{"max.message.bytes": 200})
     good = batch(1, clock.now_ms())
