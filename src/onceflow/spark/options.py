@@ -195,7 +195,7 @@ class SinkOptions:
     #: The ``topic`` option; rows then need no ``topic`` column (and it wins over one, as in Spark).
     topic: str | None
     delivery_guarantee: Literal["exactly-once", "at-least-once"]
-    #: ``transactionalIdPrefix``; ``None``: derive one from ``checkpointLocation`` later.
+    #: ``transactionalIdPrefix``; ``None``: ``sink.DEFAULT_PREFIX``. Ids are ``<prefix>-<query id>-<slot>``.
     transactional_id_prefix: str | None
     checkpoint_location: str | None
     #: From ``kafka.transaction.timeout.ms``; default 600000 (10 min).

@@ -103,11 +103,11 @@ class ProgressStore:
     """One scope's progress topic."""
 
     def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], topic: str,
-                 timeout_s: float = TIMEOUT_S) -> None:
+                 timeout_s: float | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.kafka_params = dict(kafka_params)
         self.topic = topic
-        self.timeout_s = timeout_s
+        self.timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
         self._admin: KafkaAdmin | None = None
 
     @property
@@ -142,17 +142,16 @@ class ProgressStore:
         description = self._describe()
         return 0 if description is None else len(description.partitions)
 
-    def ensure(self, slots: int, create: bool = True) -> None:
+    def ensure(self, slots: int, missing: str | None = None) -> None:
         """The topic exists, is compacted, and has at least ``slots`` partitions, each with a leader.
 
-        Without ``create`` a missing topic is a refusal: a batch job's topic, which only its driver
-        creates, is gone once the job ended."""
+        With ``missing`` a missing topic is not created but refused with that message: where a
+        missing topic cannot be told from a deleted one, whose records said what was written."""
         deadline = time.monotonic() + self.timeout_s
         admin = self.admin
         have = self.partition_count()
-        if have == 0 and not create:
-            raise SinkRefusal(f"the sink's progress topic {self.topic} does not exist: the batch job this task "
-                              f"belongs to is over (a late attempt), or the topic was deleted")
+        if have == 0 and missing is not None:
+            raise SinkRefusal(missing)
         if have == 0:
             new = NewTopic(self.topic, slots, -1, config=dict(TOPIC_CONFIG))
             self._settle(admin.client.create_topics([new], request_timeout=ATTEMPT_TIMEOUT_S),

@@ -259,6 +259,41 @@ def _prefix(options: SinkOptions) -> str:
     return options.transactional_id_prefix or DEFAULT_PREFIX
 
 
+def missing_progress(task: TaskIdentity, options: SinkOptions) -> str | None:
+    """Why a task must not create its scope's progress topic, or ``None`` where it may.
+
+    A missing topic cannot be told from a deleted one, and a deleted one's records said which
+    rows were written: a partly written micro-batch would be written again. So a task creates it
+    only where the scope starts: at micro-batch 0 of a query's sink, or at any micro-batch of a
+    ``write_exactly_once`` name (a ``foreachBatch`` function may write a name first at any
+    micro-batch), or at the micro-batch ``acceptChangedReplay`` lets through. A batch job's topic
+    is created by its driver only (gone, it means the job is over)."""
+    if is_job(task.query_id):
+        return (f"the sink's progress topic {task.progress_topic} does not exist: the batch job this task "
+                f"belongs to is over (a late attempt), or the topic was deleted")
+    if task.name is not None or task.batch_id == 0 or options.accept_changed_replay == task.batch_id:
+        return None
+    return (f"the sink's progress topic {task.progress_topic} does not exist at {task.describe()}, which is "
+            f"not the query's first: the topic was deleted (its records said which rows earlier runs wrote, so "
+            f"a partly written micro-batch would be written twice), or this query wrote with another sink (or "
+            f"an earlier Onceflow, which kept its progress elsewhere) until now. If micro-batch {task.batch_id} is known not to be partly "
+            f"written, restart with acceptChangedReplay={task.batch_id}: the topic is then created afresh")
+
+
+def _gone(store: ProgressStore, task: TaskIdentity, options: SinkOptions) -> SinkRefusal | None:
+    """After a task failed: forget what this process knew of its progress topic, so the next task
+    looks afresh; if the topic is gone (deleted under a running query), the refusal to give."""
+    _room.pop(store.topic, None)
+    for key in [k for k in _snapshots if k[0] == store.topic]:
+        del _snapshots[key]
+    try:
+        present = store.partition_count() > 0
+    except Exception:  # noqa: BLE001 - the first failure is the one to report
+        return None
+    why = missing_progress(task, options)
+    return None if present or why is None else SinkRefusal(why)
+
+
 def _store(options: SinkOptions, task: TaskIdentity) -> ProgressStore:
     return ProgressStore(options.bootstrap_servers, options.kafka_params, task.progress_topic)
 
@@ -286,7 +321,9 @@ def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]
     records = _snapshots.get(key)
     if records is None:
         count = store.partition_count()
-        records = store.read(range(count)) if count else {}
+        if count == 0:  # a task reads after its fence made sure of the topic: it was deleted since
+            raise RuntimeError(f"the sink's progress topic {store.topic} was deleted under {task.describe()}")
+        records = store.read(range(count))
         _snapshots[key] = records
         while len(_snapshots) > 32:
             _snapshots.popitem(last=False)
@@ -362,7 +399,7 @@ class KafkaTaskIO:
     def _fence(self) -> None:
         slots = self.task.partition + 1
         if _room.get(self.store.topic, 0) < slots:
-            self.store.ensure(slots, create=not is_job(self.task.query_id))
+            self.store.ensure(slots, missing=missing_progress(self.task, self.options))
             _room[self.store.topic] = slots
         if self.producer is None:
             config = {**_producer_config(self.options, self.tid), "error_cb": self._on_error}
@@ -466,6 +503,12 @@ def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Message], has_
     except SinkRefusal as refusal:
         log.error("%s: refusing to write: %s", io.tid, refusal)
         raise
+    except Exception as exc:
+        gone = _gone(io.store, task, options)
+        if gone is None:
+            raise
+        log.error("%s: refusing to write: %s", io.tid, gone)
+        raise gone from exc
     finally:
         fenced = io.producer is not None
         io.close()
