@@ -332,11 +332,11 @@ def test_a_replay_with_the_same_rows_in_another_order_and_topics_per_row_writes_
     assert sorted(read_topic(bs, a, [0]) + read_topic(bs, b, [0])) == sorted(v.encode() for _, v in rows)
 
 
-def test_a_deleted_progress_topic_is_refused_not_recreated_after_the_first_micro_batch(
+def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_first_write_creates_it(
         target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without Spark: deleted under a running query, or between runs, the progress topic's records
-    (which rows were written) are gone, and a partly written micro-batch would be written twice: the
-    tasks refuse, until acceptChangedReplay names the micro-batch."""
+    """Without Spark: a task that finds its progress topic deleted since it knew it refuses (its
+    records, which rows were written, are gone); a restart creates it afresh, as does a query whose
+    first micro-batches wrote nothing (no rows, or no tasks: nothing created it)."""
     from onceflow.spark import progress
     from onceflow.spark.protocol import SinkRefusal
 
@@ -345,25 +345,20 @@ def test_a_deleted_progress_topic_is_refused_not_recreated_after_the_first_micro
     dst = new_topic(bs, 1)
     query = str(uuid.uuid4())
 
-    def write(batch: int, run: str, **more: str) -> Any:
-        options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst, **more}, streaming=True)
+    def write(batch: int, run: str, query: str = query) -> Any:
+        options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
         return sink.write_exactly_once(iter([pa.RecordBatch.from_pydict({"value": [f"b{batch}"]})]),
                                        TaskIdentity(query, batch, 0, run, 0, None, batch), options)
 
-    def delete_progress() -> None:
-        admin = AdminClient({"bootstrap.servers": bs})
-        for future in admin.delete_topics([progress_topic(query)]).values():
-            future.result(TIMEOUT)
-        wait_for(lambda: ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, timeout=TIMEOUT,
-                 what="the progress topic to be gone")
-
     assert write(0, "r1").action == "written"
-    delete_progress()
-    with pytest.raises(SinkRefusal, match="does not exist at micro-batch 1 .*acceptChangedReplay=1"):
-        write(1, "r1")  # under the running query: this process still knew the topic
-    with pytest.raises(SinkRefusal, match="does not exist at micro-batch 1"):
-        write(1, "r2")  # restarted
+    admin = AdminClient({"bootstrap.servers": bs})
+    for future in admin.delete_topics([progress_topic(query)]).values():
+        future.result(TIMEOUT)
+    wait_for(lambda: ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, timeout=TIMEOUT,
+             what="the progress topic to be gone")
+    with pytest.raises(SinkRefusal, match="was deleted under micro-batch 1 "):
+        write(1, "r1")
     assert ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, "not created by a refusing task"
-    assert write(1, "r2", acceptChangedReplay="1").action == "written"
-    assert write(2, "r2").action == "written"
-    assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b2"]
+    assert write(1, "r2").action == "written"
+    assert write(3, "r1", query=str(uuid.uuid4())).action == "written", "a first write at micro-batch 3"
+    assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b3"]

@@ -142,21 +142,23 @@ class ProgressStore:
         description = self._describe()
         return 0 if description is None else len(description.partitions)
 
-    def ensure(self, slots: int, missing: str | None = None) -> None:
-        """The topic exists, is compacted, and has at least ``slots`` partitions, each with a leader.
+    def ensure(self, slots: int, missing: str | None = None) -> bool:
+        """The topic exists, is compacted, and has at least ``slots`` partitions, each with a leader;
+        whether this call created it.
 
-        With ``missing`` a missing topic is not created but refused with that message: where a
-        missing topic cannot be told from a deleted one, whose records said what was written."""
+        With ``missing`` a missing topic is not created but refused with that message."""
         deadline = time.monotonic() + self.timeout_s
         admin = self.admin
         have = self.partition_count()
         if have == 0 and missing is not None:
             raise SinkRefusal(missing)
+        created = False
         if have == 0:
             new = NewTopic(self.topic, slots, -1, config=dict(TOPIC_CONFIG))
-            self._settle(admin.client.create_topics([new], request_timeout=ATTEMPT_TIMEOUT_S),
-                         KafkaError.TOPIC_ALREADY_EXISTS, "create the sink's progress topic")
-            log.info("created the sink's progress topic %s with %d partitions", self.topic, slots)
+            created = self._settle(admin.client.create_topics([new], request_timeout=ATTEMPT_TIMEOUT_S),
+                                   KafkaError.TOPIC_ALREADY_EXISTS, "create the sink's progress topic")
+            if created:
+                log.info("created the sink's progress topic %s with %d partitions", self.topic, slots)
         elif have < slots:
             self._settle(admin.client.create_partitions([NewPartitions(self.topic, slots)],
                                                         request_timeout=ATTEMPT_TIMEOUT_S),
@@ -167,25 +169,29 @@ class ProgressStore:
             ready = description is not None and sum(
                 1 for p in description.partitions if p.leader is not None and p.leader.id >= 0) >= slots
             if ready:
-                return
+                return created
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the sink's progress topic {self.topic} did not show {slots} partitions with "
                                    f"leaders within {self.timeout_s:.0f} s")
             time.sleep(0.1)
 
-    def _settle(self, futures: Mapping[Any, Any], fine: int, what: str) -> None:
+    def _settle(self, futures: Mapping[Any, Any], fine: int, what: str) -> bool:
+        """Wait for an admin call; ``False`` if it answered ``fine`` (another task got there first)."""
+        done = True
         for future in futures.values():
             try:
                 future.result(ATTEMPT_TIMEOUT_S + 10)
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.code() == fine:
-                    continue  # another task got there first
+                    done = False
+                    continue
                 if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
                     raise SinkRefusal(f"the sink cannot {what} {self.topic}: {error.str()}. Grant the sink's principal "
                                       f"Create, Alter, Describe, DescribeConfigs, Read and Write on topics with the "
                                       f"prefix onceflow-progress-") from None
                 raise
+        return done
 
     def _check_compacted(self) -> None:
         key = (self.bootstrap_servers, self.topic)

@@ -259,39 +259,36 @@ def _prefix(options: SinkOptions) -> str:
     return options.transactional_id_prefix or DEFAULT_PREFIX
 
 
-def missing_progress(task: TaskIdentity, options: SinkOptions) -> str | None:
-    """Why a task must not create its scope's progress topic, or ``None`` where it may.
+def missing_progress(task: TaskIdentity) -> str | None:
+    """Why a task must not create its scope's progress topic, or ``None`` where it may: a batch
+    job's topic is created by its driver only (gone, it means the job is over).
 
-    A missing topic cannot be told from a deleted one, and a deleted one's records said which
-    rows were written: a partly written micro-batch would be written again. So a task creates it
-    only where the scope starts: at micro-batch 0 of a query's sink, or at any micro-batch of a
-    ``write_exactly_once`` name (a ``foreachBatch`` function may write a name first at any
-    micro-batch), or at the micro-batch ``acceptChangedReplay`` lets through. A batch job's topic
-    is created by its driver only (gone, it means the job is over)."""
+    A streaming scope's topic is created wherever it is missing. A deleted one cannot be told
+    from one never created (a query's first micro-batches may have had no rows, or no tasks,
+    and then nothing created it), so a query restarted after its progress topic was deleted
+    writes a partly written micro-batch again: the README says not to delete it. A deletion
+    under a running query is refused (``_gone``)."""
     if is_job(task.query_id):
         return (f"the sink's progress topic {task.progress_topic} does not exist: the batch job this task "
                 f"belongs to is over (a late attempt), or the topic was deleted")
-    if task.name is not None or task.batch_id == 0 or options.accept_changed_replay == task.batch_id:
-        return None
-    return (f"the sink's progress topic {task.progress_topic} does not exist at {task.describe()}, which is "
-            f"not the query's first: the topic was deleted (its records said which rows earlier runs wrote, so "
-            f"a partly written micro-batch would be written twice), or this query wrote with another sink (or "
-            f"an earlier Onceflow, which kept its progress elsewhere) until now. If micro-batch {task.batch_id} is known not to be partly "
-            f"written, restart with acceptChangedReplay={task.batch_id}: the topic is then created afresh")
+    return None
 
 
-def _gone(store: ProgressStore, task: TaskIdentity, options: SinkOptions) -> SinkRefusal | None:
+def _gone(store: ProgressStore, task: TaskIdentity) -> SinkRefusal | None:
     """After a task failed: forget what this process knew of its progress topic, so the next task
-    looks afresh; if the topic is gone (deleted under a running query), the refusal to give."""
-    _room.pop(store.topic, None)
+    looks afresh; if the topic it knew is gone (deleted under a running query), the refusal to give."""
+    known = _room.pop(store.topic, None) is not None
     for key in [k for k in _snapshots if k[0] == store.topic]:
         del _snapshots[key]
     try:
         present = store.partition_count() > 0
     except Exception:  # noqa: BLE001 - the first failure is the one to report
         return None
-    why = missing_progress(task, options)
-    return None if present or why is None else SinkRefusal(why)
+    if present or not known:
+        return None
+    return SinkRefusal(f"the sink's progress topic {store.topic} was deleted under {task.describe()}: its records "
+                       f"said which rows earlier micro-batches wrote. A retry or a restart creates it afresh, and "
+                       f"a micro-batch partly written before the deletion is then written again")
 
 
 def _store(options: SinkOptions, task: TaskIdentity) -> ProgressStore:
@@ -399,7 +396,10 @@ class KafkaTaskIO:
     def _fence(self) -> None:
         slots = self.task.partition + 1
         if _room.get(self.store.topic, 0) < slots:
-            self.store.ensure(slots, missing=missing_progress(self.task, self.options))
+            if self.store.ensure(slots, missing=missing_progress(self.task)) and self.task.batch_id > 0:
+                log.warning("%s: created the sink's progress topic %s at %s: right if no earlier micro-batch "
+                            "wrote rows; if it was deleted, a micro-batch partly written before is written again",
+                            self.tid, self.store.topic, self.task.describe())
             _room[self.store.topic] = slots
         if self.producer is None:
             config = {**_producer_config(self.options, self.tid), "error_cb": self._on_error}
@@ -504,7 +504,7 @@ def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Message], has_
         log.error("%s: refusing to write: %s", io.tid, refusal)
         raise
     except Exception as exc:
-        gone = _gone(io.store, task, options)
+        gone = _gone(io.store, task)
         if gone is None:
             raise
         log.error("%s: refusing to write: %s", io.tid, gone)
