@@ -280,11 +280,12 @@ def _gone(store: ProgressStore, task: TaskIdentity) -> SinkRefusal | None:
     known = _room.pop(store.topic, None) is not None
     for key in [k for k in _snapshots if k[0] == store.topic]:
         del _snapshots[key]
-    try:
-        present = store.partition_count() > 0
-    except Exception:  # noqa: BLE001 - the first failure is the one to report
+    if not known:
         return None
-    if present or not known:
+    try:
+        if store.partition_count() > 0:
+            return None
+    except Exception:  # noqa: BLE001 - the first failure is the one to report
         return None
     return SinkRefusal(f"the sink's progress topic {store.topic} was deleted under {task.describe()}: its records "
                        f"said which rows earlier micro-batches wrote. A retry or a restart creates it afresh, and "
