@@ -274,7 +274,12 @@ def slow_rows(values: list[str], gate: threading.Event) -> Iterator[pa.RecordBat
     yield pa.RecordBatch.from_pydict({"value": values[half:]})
 
 
-def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(target: Target) -> None:
+@pytest.mark.parametrize("rival_stage", [1, 2], ids=["a-copy", "another-write"])
+def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(target: Target, rival_stage: int) -> None:
+    """A copy of the task (same stage) takes its rival's outcome; a task of another write of the same
+    sink in the micro-batch (another stage, running beside it) is refused, not taken for a copy."""
+    from onceflow.spark.protocol import SinkRefusal
+
     bs = target.bootstrap_servers
     dst = new_topic(bs, 1)
     options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
@@ -293,11 +298,17 @@ def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(targe
     first = threading.Thread(target=attempt, args=(0, slow_rows(values, gate)))
     first.start()
     wait_for(lambda: open_transaction_in(bs, dst, [0]), timeout=60, interval=0.05, what="the first attempt writing")
-    attempt(1, iter([pa.RecordBatch.from_pydict({"value": values})]))  # fences the first, writes, commits
+    # fences the first, writes, commits
+    outcomes[1] = sink.write_exactly_once(iter([pa.RecordBatch.from_pydict({"value": values})]),
+                                          TaskIdentity(query, 0, 0, "run", 1, None, rival_stage), options)
     gate.set()
     first.join(120)
-    assert not errors, errors
-    assert outcomes[1].action == "written" and outcomes[0].action == "rival", outcomes
+    assert outcomes[1].action == "written"
+    if rival_stage == 2:
+        assert len(errors) == 1 and isinstance(errors[0], SinkRefusal) and "written twice" in str(errors[0]), errors
+    else:
+        assert not errors, errors
+        assert outcomes[0].action == "rival", outcomes
     assert sorted(read_topic(bs, dst, [0])) == sorted(v.encode() for v in values)
     assert_no_duplicates(read_topic(bs, dst, [0]))
 
@@ -362,3 +373,18 @@ def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_fi
     assert write(1, "r2").action == "written"
     assert write(3, "r1", query=str(uuid.uuid4())).action == "written", "a first write at micro-batch 3"
     assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b3"]
+
+
+def test_tasks_without_rows_end_empty_before_anything_created_the_progress_topic(target: Target) -> None:
+    """Without Spark: a first micro-batch whose tasks have no rows (a filter, an aggregation that
+    emits nothing yet), and a name's first write of an empty DataFrame, find no progress topic."""
+    bs = target.bootstrap_servers
+    dst = new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
+    query = str(uuid.uuid4())
+    for identity in (TaskIdentity(query, 0, 0, "run", 0, None, 1), TaskIdentity(query, 0, 1, "run", 0, None, 1),
+                     TaskIdentity(query, 3, 0, "run", 0, "named", 7)):
+        assert sink.write_exactly_once(iter(()), identity, options).action == "empty"
+    rows = iter([pa.RecordBatch.from_pydict({"value": ["b1"]})])
+    assert sink.write_exactly_once(rows, TaskIdentity(query, 1, 0, "run", 0, None, 2), options).action == "written"
+    assert read_topic(bs, dst, [0]) == [b"b1"]

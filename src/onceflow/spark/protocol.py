@@ -588,8 +588,11 @@ def _rival_steps(task: TaskIdentity, settings: Settings) -> Generator[Step, Any,
             if refused is not None:
                 raise SinkRefusal(refused.reason)
             written = own.written
-            if (written is not None and (written.batch, written.run) == (task.batch_id, task.run)) \
-                    or own.confirmed_by(task):
+            if written is not None and (written.batch, written.run) == (task.batch_id, task.run):
+                if written.stage != task.stage:  # not a copy of this task: another write of the sink ran beside it
+                    raise SinkRefusal(_twice(task, task.partition))
+                return Outcome("rival")
+            if own.confirmed_by(task):
                 return Outcome("rival")
         yield Sleep(0.5)
     raise TimeoutError(f"{task.describe()}: this task was fenced by another attempt of it, whose outcome did not "
