@@ -328,6 +328,10 @@ def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]
     return records
 
 
+class TransactionTimedOut(RuntimeError):
+    """A task's transaction outlived ``kafka.transaction.timeout.ms``: the brokers aborted it."""
+
+
 class KafkaTaskIO:
     """One exactly-once task's Kafka side: carries out the protocol's steps (``protocol.task_steps``) with
     its transactional producer, its scope's progress topic and the task's rows."""
@@ -344,6 +348,8 @@ class KafkaTaskIO:
         self._fatal: list[KafkaError] = []
         #: The rows kept for the driver (``Defer``).
         self.deferred: tuple[Message, ...] | None = None
+        #: When the transaction not yet committed began (``time.monotonic``; 0: none).
+        self._began = 0.0
 
     def do(self, step: Step) -> Any:
         """Carry out one step; a fenced producer is ``Fenced``."""
@@ -355,8 +361,21 @@ class KafkaTaskIO:
                 error = self._fatal[0]  # librdkafka answers _FATAL once its producer is fenced: the cause
             if isinstance(error, KafkaError) and error.code() in _FENCED:
                 self._open = False
+                self._timed_out(error)
                 raise Fenced(str(error)) from None
             raise
+
+    def _timed_out(self, error: KafkaError) -> None:
+        """A transaction open for longer than its timeout was aborted by the coordinator, which bumped
+        the epoch: the producer then looks fenced, but no other attempt of the task exists to wait for."""
+        lasted_s = time.monotonic() - self._began
+        limit_ms = self.options.transaction_timeout_ms
+        if self._began and lasted_s * 1000 >= limit_ms:
+            raise TransactionTimedOut(
+                f"{self.tid}: {self.task.describe()}: the transaction was open for {lasted_s:.0f} s, longer than "
+                f"kafka.transaction.timeout.ms ({limit_ms}), and the brokers aborted it ({error.str()}). Raise "
+                f"kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or make "
+                f"micro-batches smaller (maxOffsetsPerTrigger)")
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -412,7 +431,7 @@ class KafkaTaskIO:
         producer = self.producer
         assert producer is not None
         producer.begin_transaction()
-        self._open = True
+        self._open, self._began = True, time.monotonic()
         fingerprint = Fingerprint()
         for message in self.rows:
             _produce(producer, message)
@@ -429,7 +448,7 @@ class KafkaTaskIO:
             producer.produce(self.store.topic, record.encode(), key=record.key(), partition=record.slot)
             timeout_s = self.options.transaction_timeout_ms / 1000
             _call(lambda: producer.commit_transaction(timeout_s), f"{self.tid}: commit", timeout_s)
-            self._open = False
+            self._open, self._began = False, 0.0
         except BaseException:
             self._abort()
             raise
@@ -448,7 +467,7 @@ class KafkaTaskIO:
             producer = self.producer
             assert producer is not None
             producer.begin_transaction()
-            self._open = True
+            self._open, self._began = True, time.monotonic()
             self._commit(record)
             return True
         except (KafkaException, TimeoutError) as exc:

@@ -251,3 +251,38 @@ def test_the_progress_records_outlive_compaction_and_the_sink_keeps_no_consumer_
     assert len(read_topic(bs, dst, [0])) == 9 * 5
     groups = admin.list_consumer_groups().result(TIMEOUT).valid
     assert [g.group_id for g in groups if "onceflow" in g.group_id] == [], "no consumer group to expire"
+
+
+def test_a_transaction_that_outlives_its_timeout_fails_the_task_naming_the_setting(make_broker_process: Any) -> None:
+    """Without Spark: rows arrive slower than kafka.transaction.timeout.ms; the coordinator aborts the
+    transaction and bumps the epoch. The task fails at once, naming the setting, instead of waiting
+    for a rival attempt that does not exist; a retry writes the rows once."""
+    import time
+
+    import pyarrow as pa
+
+    from onceflow.spark import sink
+    from onceflow.spark.options import parse_sink_options
+    from onceflow.spark.protocol import TaskIdentity
+
+    broker = make_broker_process(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    bs = broker.bootstrap_servers
+    dst = new_topic(bs, 1)
+    options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst, "kafka.transaction.timeout.ms": "1000",
+                                  "kafka.message.timeout.ms": "1000"}, streaming=True)
+    task = TaskIdentity("5d1f0c8e-8a77-4c43-9a43-5b0cbb0a3f11", 0, 0, "run", 0, None, 1)
+
+    def slow() -> Any:
+        yield pa.RecordBatch.from_pydict({"value": ["a"]})
+        time.sleep(2.5)  # the coordinator aborts the transaction meanwhile
+        yield pa.RecordBatch.from_pydict({"value": ["b"]})
+
+    started = time.monotonic()
+    with pytest.raises(sink.TransactionTimedOut, match=r"kafka\.transaction\.timeout\.ms \(1000\)"):
+        sink.write_exactly_once(slow(), task, options)
+    assert time.monotonic() - started < 30, "no wait for a rival"
+    assert read_topic(bs, dst, [0]) == []
+    retry = TaskIdentity(task.query_id, 0, 0, "run", 1, None, 1)
+    assert sink.write_exactly_once(iter([pa.RecordBatch.from_pydict({"value": ["a", "b"]})]), retry, options).action \
+        == "written"
+    assert read_topic(bs, dst, [0]) == [b"a", b"b"]
