@@ -57,6 +57,7 @@ from .options import (
     OffsetSpec,
     SinkOptions,
     SourceOptions,
+    Subscribe,
     check_sink_columns,
     parse_sink_options,
     parse_source_options,
@@ -179,6 +180,8 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TP, int] | None = None
         #: What commitOffsetsToGroup last stored.
         self._group_offsets: dict[TP, int] = {}
+        #: The topic ids ``latestOffset`` last saw: a micro-batch planned from them needs no second look.
+        self._ids_seen: dict[str, str] = {}
         for warning in options.warnings:
             log.warning("%s", warning)
 
@@ -203,6 +206,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = from_spark_offsets(start)
         begin_plan = BatchPlan.from_offsets(start)
         listing = self.admin.listing(self.options.subscription, with_ids=True)
+        self._ids_seen = dict(listing.topic_ids)
         latest = self.admin.latest(listing.partitions)
         begin, starts = self._reconcile(begin, begin_plan, listing, latest)
         self._commit_to_group({tp: o for tp, o in begin.items() if tp in latest})  # the batch Spark completed
@@ -262,6 +266,25 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         starts.update({tp: now for tp, (_, now) in changes.backwards.items()})
         return left, starts
 
+    def _replaced_since(self, plan: BatchPlan) -> set[str]:
+        """Topics of a micro-batch's plan deleted or created again since it was planned: a replay after
+        a restart (Spark then calls no ``latestOffset`` first) would read another topic's records at
+        the planned offsets. Data loss, as in ``_reconcile``; without failOnDataLoss they are left
+        out of the replay (the next micro-batch reads a re-created topic from its start)."""
+        if plan.topic_ids.items() <= self._ids_seen.items():
+            return set()
+        listing = self.admin.listing(Subscribe(tuple(sorted(plan.topic_ids))), with_ids=True)
+        replaced = {t for t, i in plan.topic_ids.items() if t not in listing.unsettled and listing.topic_ids.get(t) != i}
+        if not replaced:
+            return set()
+        detail = (f"the micro-batch being replayed was planned on topics since deleted or created again: "
+                  f"{', '.join(sorted(replaced))}; its records there are gone")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{detail}. Some data may have been lost. Set failOnDataLoss=false to go on "
+                                f"without them (a topic created again is then read from its start)")
+        log.warning("%s; continuing without them (failOnDataLoss=false)", detail)
+        return replaced
+
     def prepareForTriggerAvailableNow(self) -> None:
         partitions = self.admin.partitions(self.options.subscription)
         self._available_now = self.admin.latest(partitions)
@@ -279,6 +302,8 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if plan is not None:
             begin.update(plan.starts)
             min_partitions = plan.min_partitions
+            replaced = self._replaced_since(plan)
+            until = {tp: o for tp, o in until.items() if tp[0] not in replaced}
         new = [tp for tp in until if tp not in begin]
         if new:
             begin.update(self.admin.earliest(new))  # an offset log written before plans were pinned

@@ -254,6 +254,44 @@ def test_a_topic_deleted_and_created_again_is_data_loss_never_a_silent_skip(spar
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_micro_batch_replayed_after_its_topic_was_created_again_never_reads_the_new_topic_as_the_old(
+        broker_process: BrokerProcess, fail_on_data_loss: bool) -> None:
+    """Without Spark, as Spark replays a micro-batch after a restart: ``partitions(start, end)`` from the
+    offset log, no ``latestOffset`` first. The topic was deleted, created again and refilled meanwhile."""
+    from onceflow.spark.kafka import DataLossError
+    from onceflow.spark.options import parse_source_options
+    from onceflow.spark.source import OnceflowStreamReader
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    bs = broker_process.bootstrap_servers
+    topic = new_topic(bs, 1)
+    produce(bs, topic, [f"old-{i}".encode() for i in range(10)], partition=0)
+
+    def reader() -> OnceflowStreamReader:
+        return OnceflowStreamReader(parse_source_options(
+            {"kafka.bootstrap.servers": bs, "subscribe": topic, "startingOffsets": "earliest",
+             "failOnDataLoss": str(fail_on_data_loss).lower()}, streaming=True))
+
+    def values(r: OnceflowStreamReader, start: Any, end: Any) -> list[str]:
+        return [v.decode() for p in r.partitions(start, end) for b in r.read(p) for v in b.column("value").to_pylist()]
+
+    first = reader()
+    start = first.initialOffset()
+    end = first.latestOffset(start, ReadAllAvailable())  # micro-batch B, in the offset log; then a crash
+    delete_topic(bs, topic)
+    make_topic(bs, topic, 1)
+    produce(bs, topic, [f"new-{i}".encode() for i in range(25)], partition=0)
+    restarted = reader()
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=f"deleted or created again: {topic}"):
+            restarted.partitions(start, end)
+        return
+    assert values(restarted, start, end) == [], "B's records are gone; the new topic's are not B's"
+    following = restarted.latestOffset(end, ReadAllAvailable())
+    assert values(restarted, end, following) == [f"new-{i}" for i in range(25)], "read once, from the start"
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_a_pattern_topic_deleted_fails_or_warns_at_once_never_wedges(spark: Any, broker_process: BrokerProcess,
                                                                      fail_on_data_loss: bool) -> None:
     bs = broker_process.bootstrap_servers
