@@ -258,10 +258,11 @@ def test_a_micro_batch_replayed_after_its_topic_was_created_again_never_reads_th
         broker_process: BrokerProcess, fail_on_data_loss: bool) -> None:
     """Without Spark, as Spark replays a micro-batch after a restart: ``partitions(start, end)`` from the
     offset log, no ``latestOffset`` first. The topic was deleted, created again and refilled meanwhile."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
     from onceflow.spark.kafka import DataLossError
     from onceflow.spark.options import parse_source_options
     from onceflow.spark.source import OnceflowStreamReader
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     bs = broker_process.bootstrap_servers
     topic = new_topic(bs, 1)
