@@ -679,14 +679,15 @@ def start_job(options: SinkOptions, job_id: str) -> None:
         ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id)).ensure(1)
 
 
-def finish_job(options: SinkOptions, job_id: str) -> None:
+def finish_job(options: SinkOptions, job_id: str, fence_slots: bool = True) -> None:
     """A batch job is over (committed or aborted): fence its slots (a late attempt cannot commit), then
-    delete its progress topic (a late attempt that had not started finds it gone and refuses)."""
+    delete its progress topic (a late attempt that had not started finds it gone and refuses).
+    Without ``fence_slots`` (no task wrote in the job's scope) only the topic is deleted."""
     if options.delivery_guarantee != "exactly-once":
         return
     store = ProgressStore(options.bootstrap_servers, options.kafka_params, progress_topic(job_id))
     try:
-        count = store.partition_count()
+        count = store.partition_count() if fence_slots else 0
         fence(options, [transactional_id(options.transactional_id_prefix, job_id, s) for s in range(count)])
     except (KafkaException, TimeoutError, concurrent.futures.TimeoutError) as exc:
         log.warning("could not fence the batch job's transactional ids (%s)", exc)

@@ -438,7 +438,8 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
             sink.finish([o for o in outcomes if o.query_id != self.job_id], self.options)
         finally:
             if self.options.name is None:
-                sink.finish_job(self.options, self.job_id)
+                # Inside a micro-batch every task wrote in the micro-batch's scope: no id of the job's to fence.
+                sink.finish_job(self.options, self.job_id, fence_slots=any(o.query_id == self.job_id for o in outcomes))
         log.info("batch write done: %s", sink.summarize(outcomes))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
