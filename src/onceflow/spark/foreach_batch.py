@@ -2,8 +2,10 @@
 
 Theory of operation: inside ``foreachBatch`` Spark runs an ordinary batch
 write, but its tasks still carry the micro-batch's identity (the local
-properties ``sql.streaming.queryId`` and ``streaming.sql.batchId``, and the
-query's run id as the job group).  The onceflow batch writer uses it the
+properties ``sql.streaming.queryId`` and ``streaming.sql.batchId``), and the
+driver finds the query's run id (new at every start) from the active
+query, or from Spark's job group if the function left it alone, and hands
+it to the tasks in a local property.  The onceflow batch writer uses it the
 way the streaming sink does (``sink``, ``protocol``): each task writes its
 rows, whatever their ``topic`` column says, in one transaction together
 with its slot's record in the progress topic of (query, ``name``), and
@@ -27,7 +29,7 @@ from typing import Any
 
 from . import sink
 from .options import OptionError, check_write_name, parse_sink_options
-from .sink import run_id
+from .sink import RUN_PROPERTY, run_id
 
 _lock = threading.Lock()
 #: The names written so far in each (query id and run id, micro-batch) of this driver.
@@ -47,7 +49,11 @@ def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: 
                           f"(got {batch_id}, the running micro-batch is {current})")
     name = check_write_name(name, "write_exactly_once's name")
     query_id = str(context.getLocalProperty("sql.streaming.queryId"))
-    run = run_id(context.getLocalProperty)
+    run = _query_run(df.sparkSession, query_id) or run_id(context.getLocalProperty)
+    if run is None:
+        raise OptionError(f"write_exactly_once cannot tell this run of query {query_id} from an earlier one: the "
+                          f"query is not active in this Spark session, and Spark's job group, which names the run, "
+                          f"was replaced (setJobGroup in the foreachBatch function?)")
     _claim(f"{query_id}/{run}", batch_id, name)
     settings = {"kafka.bootstrap.servers": bootstrap_servers, "transactionalIdPrefix": f"onceflow-{name}",
                 "writeName": name, **({"topic": topic} if topic is not None else {}), **options}
@@ -57,7 +63,24 @@ def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: 
     writer = df.write.format("onceflow")
     for key, value in settings.items():
         writer = writer.option(key, value)
-    writer.mode("append").save()
+    before = context.getLocalProperty(RUN_PROPERTY)
+    context.setLocalProperty(RUN_PROPERTY, run)  # the tasks' run, whatever the job group says
+    try:
+        writer.mode("append").save()
+    finally:
+        context.setLocalProperty(RUN_PROPERTY, before)
+
+
+def _query_run(session: Any, query_id: str) -> str | None:
+    """The run id of the active query ``query_id``. The session a foreachBatch function is given is
+    the query's own clone, whose query manager is empty; the session that started it is the active one."""
+    from pyspark.sql import SparkSession
+
+    for candidate in (session, SparkSession.getActiveSession()):
+        query = candidate.streams.get(query_id) if candidate is not None else None
+        if query is not None:
+            return str(query.runId)
+    return None
 
 
 def _claim(run: str, batch_id: int, name: str) -> None:

@@ -154,20 +154,26 @@ class TaskOutcome:
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def run_id(local_property: Callable[[str], str | None]) -> str:
-    """One execution of a streaming query, from a task's (or the driver's) local properties.
+#: The local property ``write_exactly_once`` sets on the driver for its write's tasks: the run it found.
+RUN_PROPERTY = "onceflow.runId"
+
+
+def run_id(local_property: Callable[[str], str | None]) -> str | None:
+    """One execution of a streaming query, from a task's (or the driver's) local properties, or ``None``.
 
     Spark sets a streaming query's job group to its run id (new at every
-    start) and names it in the job description; a foreachBatch function
-    may set its own job group, so that one counts only if it is a UUID.
-    Without either, the application id (new at every driver start)."""
+    start) and names it in the job description. A foreachBatch function may
+    set its own job group, which replaces both: ``write_exactly_once`` then
+    passes the run it found on the driver (``RUN_PROPERTY``); a plain
+    ``df.write`` there cannot tell its run, and is refused (``task_identity``)."""
+    own = local_property(RUN_PROPERTY)
+    if own:
+        return own
     group = local_property("spark.jobGroup.id") or ""
     if _UUID.fullmatch(group):
         return group
     found = re.search(r"runId = (" + _UUID.pattern + ")", local_property("spark.job.description") or "")
-    if found:
-        return found.group(1)
-    return f"app-{local_property('spark.app.id')}"
+    return found.group(1) if found else None
 
 
 def task_identity(query_id: str | None, batch_id: str | int | None, partition: int, attempt: int = 0,
@@ -175,7 +181,12 @@ def task_identity(query_id: str | None, batch_id: str | int | None, partition: i
     if not query_id or batch_id is None:
         raise OptionError("the exactly-once sink needs Spark's streaming query id and batch id; in foreachBatch use "
                           "onceflow.spark.write_exactly_once(df, batch_id, ...)")
-    return TaskIdentity(query_id, int(batch_id), partition, run or query_id, attempt, name, stage)
+    if not run:
+        raise SinkRefusal(f"micro-batch {batch_id} of query {query_id}: the sink cannot tell this run of the query "
+                          f"from an earlier one (Spark's job group, which holds the run id, was replaced, by a "
+                          f"foreachBatch function calling setJobGroup?). Write with onceflow.spark.write_exactly_once "
+                          f"there, which finds the run on the driver, or leave the job group alone")
+    return TaskIdentity(query_id, int(batch_id), partition, run, attempt, name, stage)
 
 
 # -- rows -> messages --------------------------------------------------------------------
