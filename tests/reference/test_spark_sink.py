@@ -361,18 +361,24 @@ def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_fi
         return sink.write_exactly_once(iter([pa.RecordBatch.from_pydict({"value": [f"b{batch}"]})]),
                                        TaskIdentity(query, batch, 0, run, 0, None, batch), options)
 
-    assert write(0, "r1").action == "written"
     admin = AdminClient({"bootstrap.servers": bs})
-    for future in admin.delete_topics([progress_topic(query)]).values():
-        future.result(TIMEOUT)
-    wait_for(lambda: ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, timeout=TIMEOUT,
-             what="the progress topic to be gone")
+
+    def delete_progress() -> None:
+        for future in admin.delete_topics([progress_topic(query)]).values():
+            future.result(TIMEOUT)
+        wait_for(lambda: ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, timeout=TIMEOUT,
+                 what="the progress topic to be gone")
+
+    assert write(0, "r1").action == "written"
+    delete_progress()
     with pytest.raises(SinkRefusal, match="was deleted under micro-batch 1 "):
         write(1, "r1")
     assert ProgressStore(bs, {}, progress_topic(query)).partition_count() == 0, "not created by a refusing task"
-    assert write(1, "r2").action == "written"
+    assert write(1, "r2").action == "written", "a restart (in the same process) creates it"
+    delete_progress()
+    assert write(2, "r3").action == "written", "deleted between runs: created, whatever this process knew"
     assert write(3, "r1", query=str(uuid.uuid4())).action == "written", "a first write at micro-batch 3"
-    assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b3"]
+    assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b2", b"b3"]
 
 
 def test_tasks_without_rows_end_empty_before_anything_created_the_progress_topic(target: Target) -> None:

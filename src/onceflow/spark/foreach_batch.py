@@ -23,6 +23,7 @@ tasks decide.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -72,11 +73,22 @@ def write_exactly_once(df: Any, batch_id: int, *, bootstrap_servers: str, name: 
 
 
 def _query_run(session: Any, query_id: str) -> str | None:
-    """The run id of the active query ``query_id``. The session a foreachBatch function is given is
-    the query's own clone, whose query manager is empty; the session that started it is the active one."""
+    """The run id of the active query ``query_id``, as the driver sees it.
+
+    A foreachBatch function runs on the query's stream execution thread, whose name holds the id
+    and run id. Failing that, the query managers: the session the function is given is the
+    query's own clone, with no queries, and the active session may have become that clone (a
+    ``createDataFrame`` on it), so the session first instantiated is asked too."""
     from pyspark.sql import SparkSession
 
-    for candidate in (session, SparkSession.getActiveSession()):
+    try:
+        thread = str(session.sparkContext._jvm.java.lang.Thread.currentThread().getName())
+    except Exception:  # noqa: BLE001 - not a classic session (Spark Connect): the managers below
+        thread = ""
+    found = re.search(rf"\[id = {re.escape(query_id)}, runId = ({sink.UUID_PATTERN})\]", thread)
+    if found:
+        return found.group(1)
+    for candidate in (session, SparkSession.getActiveSession(), getattr(SparkSession, "_instantiatedSession", None)):
         query = candidate.streams.get(query_id) if candidate is not None else None
         if query is not None:
             return str(query.runId)

@@ -151,7 +151,8 @@ class TaskOutcome:
         return f"TaskOutcome({self.partition}, batch {self.batch_id}, {self.rows} rows, {self.action}{rows})"
 
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_UUID = re.compile(UUID_PATTERN)
 
 
 #: The local property ``write_exactly_once`` sets on the driver for its write's tasks: the run it found.
@@ -285,10 +286,19 @@ def missing_progress(task: TaskIdentity) -> str | None:
     return None
 
 
+def _topic_missing(exc: BaseException) -> bool:
+    """A failure that may mean the progress topic is gone (not, say, brokers out of reach)."""
+    if isinstance(exc, ProgressGone):
+        return True
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() in (
+        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
+
+
 def _gone(store: ProgressStore, task: TaskIdentity) -> SinkRefusal | None:
     """After a task failed: forget what this process knew of its progress topic, so the next task
     looks afresh; if the topic it knew is gone (deleted under a running query), the refusal to give."""
-    known = _room.pop(store.topic, None) is not None
+    known = _room.pop(_room_key(store, task), None) is not None
     for key in [k for k in _snapshots if k[0] == store.topic]:
         del _snapshots[key]
     if not known:
@@ -308,7 +318,12 @@ def _store(options: SinkOptions, task: TaskIdentity) -> ProgressStore:
 
 
 #: Slots each progress topic is known to have room for, in this process.
-_room: dict[str, int] = {}
+_room: dict[tuple[str, str, str], int] = {}
+
+
+def _room_key(store: ProgressStore, task: TaskIdentity) -> tuple[str, str, str]:
+    """Per cluster, topic and run: what one run learnt says nothing of a topic deleted before the next."""
+    return store.bootstrap_servers, store.topic, task.run
 #: Every slot's record per (progress topic, micro-batch, run, stage), read once per process (``_snapshot``).
 _snapshots: OrderedDict[tuple[str, int, str, int], dict[int, SlotRecord]] = OrderedDict()
 
@@ -330,13 +345,17 @@ def _snapshot(store: ProgressStore, task: TaskIdentity) -> dict[int, SlotRecord]
     records = _snapshots.get(key)
     if records is None:
         count = store.partition_count()
-        if count == 0 and store.topic in _room:  # this process made sure of it: deleted since
-            raise RuntimeError(f"the sink's progress topic {store.topic} was deleted under {task.describe()}")
+        if count == 0 and _room_key(store, task) in _room:  # this run made sure of it here: deleted since
+            raise ProgressGone(f"the sink's progress topic {store.topic} was deleted under {task.describe()}")
         records = store.read(range(count)) if count else {}  # none yet: a task without rows reads first
         _snapshots[key] = records
         while len(_snapshots) > 32:
             _snapshots.popitem(last=False)
     return records
+
+
+class ProgressGone(RuntimeError):
+    """The progress topic a task's run made sure of is gone (deleted under the running query)."""
 
 
 class TransactionTimedOut(RuntimeError):
@@ -381,12 +400,22 @@ class KafkaTaskIO:
         the epoch: the producer then looks fenced, but no other attempt of the task exists to wait for."""
         lasted_s = time.monotonic() - self._began
         limit_ms = self.options.transaction_timeout_ms
-        if self._began and lasted_s * 1000 >= limit_ms:
+        if self._began and lasted_s * 1000 >= limit_ms and not self._rival_wrote():
             raise TransactionTimedOut(
                 f"{self.tid}: {self.task.describe()}: the transaction was open for {lasted_s:.0f} s, longer than "
                 f"kafka.transaction.timeout.ms ({limit_ms}), and the brokers aborted it ({error.str()}). Raise "
                 f"kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms) or make "
                 f"micro-batches smaller (maxOffsetsPerTrigger)")
+
+    def _rival_wrote(self) -> bool:
+        """Whether a copy of this task (same stage) already wrote its micro-batch: then being fenced
+        after the timeout is that copy's doing, and the task takes its outcome (``protocol``)."""
+        try:
+            own = self.store.read([self.task.partition]).get(self.task.partition)
+        except (KafkaException, TimeoutError):
+            return False
+        w = own.written if own is not None else None
+        return w is not None and (w.batch, w.run, w.stage) == (self.task.batch_id, self.task.run, self.task.stage)
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -426,12 +455,12 @@ class KafkaTaskIO:
 
     def _fence(self) -> None:
         slots = self.task.partition + 1
-        if _room.get(self.store.topic, 0) < slots:
+        if _room.get(_room_key(self.store, self.task), 0) < slots:
             if self.store.ensure(slots, missing=missing_progress(self.task)) and self.task.batch_id > 0:
                 log.warning("%s: created the sink's progress topic %s at %s: right if no earlier micro-batch "
                             "wrote rows; if it was deleted, a micro-batch partly written before is written again",
                             self.tid, self.store.topic, self.task.describe())
-            _room[self.store.topic] = slots
+            _room[_room_key(self.store, self.task)] = slots
         if self.producer is None:
             config = {**_producer_config(self.options, self.tid), "error_cb": self._on_error}
             self.producer = faults.decorate_spark_producer(Producer(config), self.task)
@@ -534,8 +563,8 @@ def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Message], has_
     except SinkRefusal as refusal:
         log.error("%s: refusing to write: %s", io.tid, refusal)
         raise
-    except Exception as exc:
-        gone = _gone(io.store, task)
+    except (ProgressGone, KafkaException) as exc:
+        gone = _gone(io.store, task) if _topic_missing(exc) else None
         if gone is None:
             raise
         log.error("%s: refusing to write: %s", io.tid, gone)

@@ -374,10 +374,12 @@ def _task() -> Any:
 
 
 def _stream_task(context: Any, options: SinkOptions) -> sink.TaskIdentity:
+    run = sink.run_id(context.getLocalProperty)
+    if options.delivery_guarantee == "at-least-once":
+        run = run or "unknown"  # at-least-once keeps no record of runs
     return sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
                               context.getLocalProperty("streaming.sql.batchId"), context.partitionId(),
-                              context.attemptNumber(), sink.run_id(context.getLocalProperty), context.stageId(),
-                              options.name)
+                              context.attemptNumber(), run, context.stageId(), options.name)
 
 
 def _outcomes(messages: Sequence[WriterCommitMessage | None]) -> list[sink.TaskOutcome]:
