@@ -95,7 +95,7 @@ def _consumer(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> Consum
                        "fetch.wait.max.ms": 10})  # the end of a short read is an empty fetch: no long poll
         return Consumer(config)
 
-    consumer: Consumer = _kept(_consumers, (bootstrap_servers, frozenset(kafka_params.items())), make)
+    consumer: Consumer = _kept(_consumers, (bootstrap_servers, frozenset(reader_params(kafka_params).items())), make)
     return consumer
 
 
@@ -113,7 +113,7 @@ class ProgressStore:
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            self._admin = _kept(_admins, (self.bootstrap_servers, frozenset(self.kafka_params.items())),
+            self._admin = _kept(_admins, (self.bootstrap_servers, frozenset(reader_params(self.kafka_params).items())),
                                 lambda: KafkaAdmin(self.bootstrap_servers, reader_params(self.kafka_params),
                                                    self.timeout_s))
         return self._admin
