@@ -275,12 +275,12 @@ def slow_rows(values: list[str], gate: threading.Event) -> Iterator[pa.RecordBat
 
 
 @pytest.mark.parametrize("rival_stage", [1, 2], ids=["a-copy", "another-write"])
-def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(target: Target, rival_stage: int) -> None:
+def test_a_speculative_copy_fenced_by_its_rival_reports_the_rivals_outcome(sink_target: Target, rival_stage: int) -> None:
     """A copy of the task (same stage) takes its rival's outcome; a task of another write of the same
     sink in the micro-batch (another stage, running beside it) is refused, not taken for a copy."""
     from onceflow.spark.protocol import SinkRefusal
 
-    bs = target.bootstrap_servers
+    bs = sink_target.bootstrap_servers
     dst = new_topic(bs, 1)
     options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
     query = str(uuid.uuid4())
@@ -330,9 +330,9 @@ def task_rows(values: list[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"topic": [t for t, _ in values], "value": [v for _, v in values]})
 
 
-def test_a_replay_with_the_same_rows_in_another_order_and_topics_per_row_writes_nothing_twice(target: Target) -> None:
+def test_a_replay_with_the_same_rows_in_another_order_and_topics_per_row_writes_nothing_twice(sink_target: Target) -> None:
     """Without Spark: the slot's record holds no topic of its own, and the rows' fingerprint no order."""
-    bs = target.bootstrap_servers
+    bs = sink_target.bootstrap_servers
     a, b = new_topic(bs, 1), new_topic(bs, 1)
     options = parse_sink_options({"kafka.bootstrap.servers": bs}, streaming=True)
     query = str(uuid.uuid4())
@@ -344,7 +344,7 @@ def test_a_replay_with_the_same_rows_in_another_order_and_topics_per_row_writes_
 
 
 def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_first_write_creates_it(
-        target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+        sink_target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without Spark: a task that finds its progress topic deleted since it knew it refuses (its
     records, which rows were written, are gone); a restart creates it afresh, as does a query whose
     first micro-batches wrote nothing (no rows, or no tasks: nothing created it)."""
@@ -352,7 +352,7 @@ def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_fi
     from onceflow.spark.protocol import SinkRefusal
 
     monkeypatch.setattr(progress, "TIMEOUT_S", 5.0)  # how long a read of the deleted topic is retried
-    bs = target.bootstrap_servers
+    bs = sink_target.bootstrap_servers
     dst = new_topic(bs, 1)
     query = str(uuid.uuid4())
 
@@ -381,10 +381,10 @@ def test_a_progress_topic_deleted_under_a_running_query_is_refused_and_a_late_fi
     assert read_topic(bs, dst, [0]) == [b"b0", b"b1", b"b2", b"b3"]
 
 
-def test_tasks_without_rows_end_empty_before_anything_created_the_progress_topic(target: Target) -> None:
+def test_tasks_without_rows_end_empty_before_anything_created_the_progress_topic(sink_target: Target) -> None:
     """Without Spark: a first micro-batch whose tasks have no rows (a filter, an aggregation that
     emits nothing yet), and a name's first write of an empty DataFrame, find no progress topic."""
-    bs = target.bootstrap_servers
+    bs = sink_target.bootstrap_servers
     dst = new_topic(bs, 1)
     options = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": dst}, streaming=True)
     query = str(uuid.uuid4())

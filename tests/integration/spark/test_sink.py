@@ -170,16 +170,16 @@ def test_at_least_once_is_there_for_comparison(spark: Any, broker_process: Broke
 
 
 def test_foreach_batch_writes_several_topics_atomically_per_task(spark: Any, broker_process: BrokerProcess) -> None:
-    """The function sets its own job group (which hides Spark's run id from the tasks): the driver finds
-    the run from the active query, across two runs of the query in one Spark application; a plain
-    df.write there cannot tell its run and is refused before it writes."""
+    """The function sets its own job group, which hides Spark's run id from the tasks, and makes the
+    query's clone the active session: the driver still finds the run (from the query's thread) and
+    the tasks write under it."""
     import onceflow.spark
+    from onceflow.spark.progress import ProgressStore
+    from onceflow.spark.protocol import progress_topic
 
     bs = broker_process.bootstrap_servers
     src, debits, credits = new_topic(bs, 2), new_topic(bs, 1), new_topic(bs, 1)
-    plain, loose = new_topic(bs, 1), new_topic(bs, 1)
     committed = inputs(bs, src, 300)
-    refusals: list[str] = []
 
     def split(df: Any, batch_id: int) -> None:
         df.sparkSession.sparkContext.setJobGroup("etl", "the function's own job group")
@@ -188,33 +188,16 @@ def test_foreach_batch_writes_several_topics_atomically_per_task(spark: Any, bro
         both = rows.selectExpr("key", "value", f"'{debits}' AS topic").unionByName(
             rows.selectExpr("key", "value", f"'{credits}' AS topic"))
         onceflow.spark.write_exactly_once(both, batch_id, bootstrap_servers=bs, name="ledger")
-        if not refusals:
-            plain_write = rows.write.format("onceflow").mode("append").option("kafka.bootstrap.servers", bs)
-            try:
-                plain_write.option("topic", plain).save()
-            except Exception as exc:  # noqa: BLE001 - checked below
-                refusals.append(str(exc))
-            plain_write.option("topic", loose).option("deliveryGuarantee", "at-least-once").save()  # needs no run
 
-    ckpt = checkpoint()
-    for run in range(2):  # the second run: the same checkpoint, the same application
-        if run:
-            committed += inputs(bs, src, 100, first=300)
-        query = (source(spark, bs, src, maxOffsetsPerTrigger="100").writeStream.foreachBatch(split)
-                 .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
-        query.awaitTermination(180)
-        assert query.exception() is None
+    query = (source(spark, bs, src, maxOffsetsPerTrigger="100").writeStream.foreachBatch(split)
+             .option("checkpointLocation", checkpoint()).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
     assert_exactly_once(read_topic(bs, debits, [0]), committed)
     assert_exactly_once(read_topic(bs, credits, [0]), committed)
-    assert len(refusals) == 1 and "cannot tell this run" in refusals[0], refusals
-    assert read_topic(bs, plain, [0]) == []
-    assert read_topic(bs, loose, [0]), "the at-least-once write went through"
-    from onceflow.spark.progress import ProgressStore
-    from onceflow.spark.protocol import progress_topic
-
     store = ProgressStore(bs, {}, progress_topic(str(query.id), "ledger"))
     runs = {r.written.run for r in store.read(range(store.partition_count())).values() if r.written}
-    assert str(query.runId) in runs, f"the second run wrote under its own run id: {runs}"
+    assert runs == {str(query.runId)}, f"written under the query's run id, not the job group's: {runs}"
 
 
 def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, broker_process: BrokerProcess) -> None:

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from onceflow.pipelines.payments import Generated, Report, rows_by_batch
-from onceflow.spark.options import OptionError
+from onceflow.spark.options import OptionError, parse_sink_options
 from onceflow.spark.protocol import (
     Check,
     Confirm,
@@ -53,6 +53,49 @@ def test_a_task_without_a_micro_batch_is_refused_with_a_hint() -> None:
         task_identity(None, "7", 0)
     with pytest.raises(OptionError, match="batch id"):
         task_identity("q", None, 0)
+
+
+class TaskContextLike:
+    """What the sink reads of pyspark's TaskContext: local properties and the task's numbers."""
+
+    def __init__(self, **properties: str) -> None:
+        self.properties = {"sql.streaming.queryId": "q", "streaming.sql.batchId": "7", **properties}
+
+    def getLocalProperty(self, key: str) -> str | None:  # noqa: N802 - pyspark's name
+        return self.properties.get(key)
+
+    def partitionId(self) -> int:  # noqa: N802
+        return 2
+
+    def attemptNumber(self) -> int:  # noqa: N802
+        return 0
+
+    def stageId(self) -> int:  # noqa: N802
+        return 4
+
+
+RUN = "0b7c6e1e-3f7d-4b7e-9d3a-2f6c9a1d4e55"
+
+
+@pytest.mark.parametrize(("properties", "run"), [
+    ({"spark.jobGroup.id": RUN, "spark.job.description": f"q id = x runId = {RUN} batch = 7"}, RUN),  # Spark's own
+    ({"spark.jobGroup.id": "etl", "spark.job.description": f"id = x runId = {RUN} batch = 7"}, RUN),
+    ({"spark.jobGroup.id": "etl", "spark.job.description": "mine", "onceflow.runId": RUN}, RUN),  # write_exactly_once's
+    ({"spark.jobGroup.id": "etl", "spark.job.description": "mine"}, None),  # setJobGroup in foreachBatch
+])
+def test_a_task_tells_its_run_or_refuses_exactly_once_without_one(properties: dict[str, str], run: str | None) -> None:
+    from onceflow.spark.source import _stream_task
+
+    options = parse_sink_options({"kafka.bootstrap.servers": "x:1", "topic": "t"}, streaming=True)
+    context = TaskContextLike(**properties)
+    if run is None:
+        with pytest.raises(SinkRefusal, match="cannot tell this run"):
+            _stream_task(context, options)
+    else:
+        assert _stream_task(context, options).run == run
+    loose = parse_sink_options({"kafka.bootstrap.servers": "x:1", "topic": "t", "deliveryGuarantee": "at-least-once"},
+                               streaming=True)
+    assert _stream_task(context, loose).batch_id == 7, "at-least-once needs no run"
 
 
 def test_rows_become_messages_column_by_column() -> None:
