@@ -159,11 +159,11 @@ def test_a_replay_with_repartition_changed_is_refused_before_anything_is_written
     assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
 
 
-def test_a_restart_with_fewer_tasks_and_empty_ones_leaves_no_transaction_open(spark: Any, target: Target,
+def test_a_restart_with_fewer_tasks_and_empty_ones_leaves_no_transaction_open(spark: Any, sink_target: Target,
                                                                               arm_fault: Arm) -> None:
     """Every task of the first run dies inside its transaction; the second run has one task with rows, one
     without, and none for the first run's partitions 2 and 3."""
-    bs = target.bootstrap_servers
+    bs = sink_target.bootstrap_servers
     src, dst = new_topic(bs, 1), new_topic(bs, 2)
     committed = inputs(bs, src, 200)
     ckpt = checkpoint()
@@ -182,8 +182,8 @@ def test_a_restart_with_fewer_tasks_and_empty_ones_leaves_no_transaction_open(sp
     assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
 
 
-def test_a_batch_write_retried_after_its_commit_writes_once(spark: Any, target: Target, arm_fault: Arm) -> None:
-    bs = target.bootstrap_servers
+def test_a_batch_write_retried_after_its_commit_writes_once(spark: Any, sink_target: Target, arm_fault: Arm) -> None:
+    bs = sink_target.bootstrap_servers
     dst = new_topic(bs, 1)
     arm_fault(SPARK_AFTER_COMMIT, "exit attempt=0")
     frame = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(90)], "key string, value string").repartition(3)
