@@ -114,7 +114,11 @@ def _partition_leaders(admin: AdminClient, topic: str) -> dict[int, int]:
     return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
 
 
-@pytest.mark.slow
+# In make reference-suite only: on this machine the 3-node cluster's KRaft quorum (nodes 1 and 3 left,
+# heap 512m each, beside Spark) failed over in 3 runs of 5 only after more than 120 s, the survivors'
+# controller fetches timing out ("Did not receive fetch request from the majority of the voters"),
+# with db54cfc as with later commits; alone it passed in 175 s.
+@pytest.mark.long
 @pytest.mark.timeout(DEMO_TIMEOUT_S + 300)
 def test_the_demo_passes_its_checks_on_a_three_node_kafka_cluster_with_a_broker_killed(cluster: KafkaCluster,
                                                                                       tmp_path: Path) -> None:
