@@ -284,7 +284,10 @@ def test_a_transaction_that_outlives_its_timeout_fails_the_task_naming_the_setti
 
     def slow() -> Any:
         yield pa.RecordBatch.from_pydict({"value": ["a"]})
-        time.sleep(2.5)  # the coordinator aborts the transaction meanwhile
+        # Upstream stalls until the coordinator has aborted the transaction ("a" is in it, then its marker).
+        wait_for(lambda: open_transaction_in(bs, dst, [0]), timeout=30, interval=0.05, what="the transaction open")
+        wait_for(lambda: not open_transaction_in(bs, dst, [0]), timeout=30, interval=0.05,
+                 what="the coordinator to abort the transaction")
         yield pa.RecordBatch.from_pydict({"value": ["b"]})
 
     started = time.monotonic()
