@@ -11,8 +11,12 @@ The same harness runs once against Apache Kafka, so a failure is Onceflow's and 
 As in Kafka's ``bounce_target="clients"`` runs, some bounces also SIGKILL a copier, so a new
 process with the same transactional id has to fence the old one and abort what it left open.
 
-``make test`` runs the short version (6000 records, 2 copiers, 3 broker bounces, one of them with
-a copier killed); ``make bounce`` sets ``ONCEFLOW_BOUNCE_LONG=1``: 30000 records, 4 copiers, 12
+``make test`` runs the short version against Onceflow (6000 records, 2 copiers, 3 broker bounces,
+one of them with a copier killed); its Apache Kafka run is marked ``long`` (``make reference-suite``
+and ``make bounce`` run it): on this 2-core machine Kafka's own copier sometimes exits again and
+again after the restart until the harness's 240 s wait runs out (1 run in 4, CI on 2026-11-26:
+``starts=5 exits=[-9, 1, 1, 1]``), and the run costs make test a JVM start and a recovery.
+``make bounce`` sets ``ONCEFLOW_BOUNCE_LONG=1``: 30000 records, 4 copiers, 12
 broker bounces, 4 of them with a copier killed.
 """
 
@@ -70,6 +74,7 @@ def test_copier_is_exactly_once_through_onceflow_sigkills(tmp_path: Path, capsys
     result.check()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(BOUNCE_TIMEOUT_S)
 def test_the_harness_holds_on_apache_kafka(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same run against one Apache Kafka node, killed and restarted the same way (its own
