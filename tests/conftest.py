@@ -15,6 +15,7 @@ import pytest
 # module's (this must happen before anything imports them).
 pytest.register_assert_rewrite("tests.support")
 
+from tests.support import SCRATCH  # noqa: E402
 from tests.support.broker import FAST_GROUPS, BrokerProcess  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def make_broker_process(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]
 # -- Spark -------------------------------------------------------------------------------
 
 #: Where Spark-side fault points are armed (``onceflow.faults``); Spark's workers inherit it.
-SPARK_FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-")
+SPARK_FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-", dir=SCRATCH)
 
 
 @pytest.fixture(scope="session")

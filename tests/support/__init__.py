@@ -11,3 +11,12 @@
 
 ``tests/conftest.py`` holds the fixtures and has pytest rewrite the asserts in these modules.
 """
+
+import atexit as _atexit
+import shutil as _shutil
+import tempfile as _tempfile
+
+#: The one directory the session's helpers make their scratch directories in (checkpoints,
+#: output paths, the Spark fault dir); removed when the test process exits.
+SCRATCH = _tempfile.mkdtemp(prefix="onceflow-tests-")
+_atexit.register(_shutil.rmtree, SCRATCH, True)

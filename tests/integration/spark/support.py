@@ -10,6 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.support import SCRATCH
 from tests.support.kafka import consume_all, make_topic, read_all
 
 TIMEOUT = 30
@@ -54,7 +55,7 @@ def new_topic(bootstrap: str, partitions: int = 1, **config: str) -> str:
 
 
 def checkpoint() -> str:
-    return tempfile.mkdtemp(prefix="onceflow-ckpt-")
+    return tempfile.mkdtemp(prefix="onceflow-ckpt-", dir=SCRATCH)
 
 
 def run_available_now(frame: Any, sink_options: dict[str, str], checkpoint_dir: str, fmt: str = "onceflow") -> Any:

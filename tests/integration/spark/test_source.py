@@ -22,6 +22,7 @@ from tests.integration.spark.support import (
     run_available_now,
     transactional_writes,
 )
+from tests.support import SCRATCH
 from tests.support.broker import BrokerProcess, cleaned_through, partition_dir
 from tests.support.kafka import make_topic, produce, produce_keyed, txn_producer
 from tests.support.waiting import wait_for
@@ -39,7 +40,7 @@ class FileSink:
     """A parquet file sink (Spark's own, exactly-once, restartable from its checkpoint) to read back."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix="onceflow-out-")
+        self.path = tempfile.mkdtemp(prefix="onceflow-out-", dir=SCRATCH)
         self.checkpoint = checkpoint()
 
     def run(self, frame: Any) -> Any:
