@@ -4,7 +4,6 @@ from, and what tests share besides fixtures, is in tests/support."""
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 # module's (this must happen before anything imports them).
 pytest.register_assert_rewrite("tests.support")
 
+from onceflow.spark import worker_python  # noqa: E402
 from tests.support import SCRATCH  # noqa: E402
 from tests.support.broker import FAST_GROUPS, BrokerProcess  # noqa: E402
 
@@ -61,7 +61,8 @@ SPARK_FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-", dir=SCRATCH)
 def spark() -> Iterator[object]:
     """One local SparkSession for every Spark test (starting the JVM is the slow part), with the
     onceflow format registered, task retries on (``local[2,4]``: 2 cores, 4 attempts per task)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv's pyspark and onceflow
+    # Workers need this venv's pyspark and onceflow; the launcher starts them with PySpark's bytecode cached.
+    os.environ["PYSPARK_PYTHON"] = worker_python.path()
     os.environ["ONCEFLOW_FAULT_DIR"] = SPARK_FAULT_DIR  # Spark's workers inherit it (onceflow.faults.armed)
     from pyspark.sql import SparkSession
 

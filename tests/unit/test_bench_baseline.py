@@ -1,23 +1,59 @@
-"""``onceflow bench pipeline --baseline``: exactly-once against onceflow's sink at-least-once (the
-default) or against Spark's own JVM Kafka sink (``spark-kafka``, issue 10 section 4).  The runs
-themselves start brokers and Spark drivers; here only the choice is checked."""
+"""``onceflow bench pipeline|source --baseline --rounds``: exactly-once against onceflow's sink
+at-least-once (the default) or against Spark's own JVM Kafka connector (``spark-kafka``, issue 18),
+and the CPU and memory figures by process (``procstat``).  The runs themselves start brokers and
+Spark drivers; here the choices are checked, and the sampler against real child processes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from onceflow.bench import run_bench
 from onceflow.bench.pipeline import BASELINES, bench_pipeline
+from onceflow.bench.procstat import ProcessSampler, usage_extra
+from onceflow.bench.workloads import Result, median_result
 from onceflow.cli import build_parser
 
 
 def test_the_baseline_defaults_to_at_least_once_and_may_be_spark_kafka() -> None:
-    assert build_parser().parse_args(["bench", "pipeline"]).baseline == "at-least-once"
+    assert build_parser().parse_args(["bench", "pipeline"]).baseline is None  # at-least-once, for pipeline
     assert build_parser().parse_args(["bench", "pipeline", "--baseline", "spark-kafka"]).baseline == "spark-kafka"
+    assert build_parser().parse_args(["bench", "source", "--baseline", "spark-kafka", "--rounds", "3"]).rounds == 3
     assert BASELINES == ("at-least-once", "spark-kafka")
 
 
-def test_an_unknown_baseline_is_refused_before_anything_starts() -> None:
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["bench", "pipeline", "--baseline", "kafka-streams"])
+def test_an_unknown_baseline_or_round_count_is_refused_before_anything_starts() -> None:
+    for argv in (["bench", "pipeline", "--baseline", "kafka-streams"], ["bench", "pipeline", "--rounds", "0"],
+                 ["bench", "source", "--rounds", "x"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
     with pytest.raises(ValueError, match="baseline"):
         bench_pipeline(10, "local[1]", [], baseline="kafka-streams")
+    with pytest.raises(SystemExit, match="spark-kafka"):
+        run_bench(build_parser().parse_args(["bench", "source", "--baseline", "at-least-once"]))
+
+
+def test_the_median_run_is_reported_with_the_median_of_each_figure() -> None:
+    runs = [Result("r", 100, 1000, seconds, {"cpu_s_broker": cpu, "only_here": 1.0} if i == 0 else {"cpu_s_broker": cpu})
+            for i, (seconds, cpu) in enumerate([(2.0, 5.0), (1.0, 9.0), (4.0, 1.0)])]
+    median = median_result("median of 3", runs)
+    assert (median.name, median.seconds, median.extra) == ("median of 3", 2.0, {"cpu_s_broker": 5.0})
+
+
+def test_the_sampler_counts_cpu_by_role_down_the_process_tree() -> None:
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    # A parent that starts a busy child: both are counted under the root's role.
+    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}])"])
+    try:
+        with ProcessSampler({"driver": parent.pid}, interval_s=0.05) as sampler:
+            parent.wait(30)
+    finally:
+        parent.kill()
+    usage = sampler.usage()
+    assert set(usage) == {"driver"}
+    assert usage["driver"].processes == 2
+    assert 0.3 <= usage["driver"].cpu_s <= 5  # the child's 0.6 s, less what it used after the last sample
+    assert usage["driver"].peak_process_mib > 1
+    assert set(usage_extra(sampler)) == {"cpu_s_driver", "peak_mib_driver"}

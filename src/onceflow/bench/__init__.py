@@ -9,7 +9,8 @@
     onceflow bench recovery         [--log-mib 2048] [--segment-mib 64]   (no broker: one partition's log)
     onceflow bench restart          [--log-mib 1024] [--partitions 6]     (the broker process, clean and SIGKILLed)
     onceflow bench pipeline         [--payments 200000] [--master local[2,4]] [--baseline at-least-once|spark-kafka]
-    onceflow bench source           [--records 1000000] [--master local[2]]      (the Spark source alone)
+                                    [--rounds 1]
+    onceflow bench source           [--records 1000000] [--master local[2]] [--baseline spark-kafka] [--rounds 1]
     onceflow bench compare          [--brokers onceflow,kafka,kafka-fsync]        (side by side with Apache Kafka)
 
 Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
@@ -83,9 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
     parser.add_argument("--log-mib", type=int, default=2048, help="recovery, restart: size of the log to recover")
     parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
-    parser.add_argument("--baseline", default="at-least-once", choices=["at-least-once", "spark-kafka"],
-                        help="pipeline: what exactly-once is compared with: onceflow's sink at-least-once, or "
-                             "Spark's own Kafka sink (spark-sql-kafka-0-10, from the reference Maven project)")
+    parser.add_argument("--baseline", default=None, choices=["at-least-once", "spark-kafka"],
+                        help="pipeline: what exactly-once is compared with: onceflow's sink at-least-once (the "
+                             "default), or Spark's own Kafka connector at both ends (spark-sql-kafka-0-10, from the "
+                             "reference Maven project); source: spark-kafka reads with Spark's Kafka source too")
+    parser.add_argument("--rounds", type=_positive, default=1,
+                        help="pipeline, source: runs of each side, interleaved; medians are reported")
     parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
     parser.add_argument("--segment-mib", type=int, default=64, help="recovery, restart: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -105,6 +109,16 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
 def _one(counts: list[int] | None, default: int, option: str) -> int:
     if counts is None:
         return default
@@ -121,14 +135,17 @@ def run_bench(args: argparse.Namespace) -> int:
     elif args.workload == "pipeline":
         from .pipeline import bench_pipeline
 
-        results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override, args.baseline)
+        results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override,
+                                 args.baseline or "at-least-once", args.rounds)
     elif args.workload == "compare":
         return _compare(args)
     elif args.workload == "source":
         from .pipeline import bench_source
 
+        if args.baseline == "at-least-once":
+            raise SystemExit("onceflow bench source: --baseline takes spark-kafka (the source has no at-least-once mode)")
         results = bench_source(args.records or 1_000_000, args.record_size, args.partitions, args.master or "local[2]",
-                               args.override)
+                               args.override, args.baseline, args.rounds)
     else:
         topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
         with contextlib.ExitStack() as stack:

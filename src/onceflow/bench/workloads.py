@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from .procstat import cpu_seconds
+
 DEFAULT_PARTITIONS = 6
 DEFAULT_RECORD_SIZE = 1024
 READY_TIMEOUT_S = 60
@@ -51,6 +53,16 @@ class Result:
         return text
 
 
+def median_result(name: str, runs: list[Result]) -> Result:
+    """The run of median rate among ``runs`` (the same work each), renamed; its ``extra`` figures
+    are the medians of the runs' figures."""
+    ordered = sorted(runs, key=lambda r: r.records_per_s)
+    middle = ordered[(len(ordered) - 1) // 2]
+    keys = set.intersection(*(set(r.extra) for r in runs))
+    extra = {k: statistics.median(r.extra[k] for r in runs) for k in middle.extra if k in keys}
+    return Result(name, middle.records, middle.bytes, middle.seconds, extra, middle.rated)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,12 +89,7 @@ class BenchBroker:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time its processes have used so far (all their threads)."""
-        total = 0
-        for pid in self.pids:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-        return total / os.sysconf("SC_CLK_TCK")
+        return sum(cpu_seconds(pid) for pid in self.pids)
 
 
 def _settings(items: list[str] | None) -> dict[str, str]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
+
+from onceflow.spark import worker_python
 
 RUN_AT_MOST_S = 300
 
@@ -28,7 +29,7 @@ def main() -> int:
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets", type=int, default=0)
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = worker_python.path()  # PySpark imported with its bytecode cached
     from pyspark.sql import SparkSession
 
     import onceflow.spark
