@@ -245,28 +245,48 @@ class SlotRecord:
 # -- fingerprints -------------------------------------------------------------------------
 
 
+_LENGTH = struct.Struct("<I").pack
+_PARTITION = struct.Struct("<i").pack
+_NULL = b"\xff\xff\xff\xff"
+
+
 def _field(value: Any) -> bytes:
     if value is None:
-        return b"\xff\xff\xff\xff"
+        return _NULL
     data = value.encode() if isinstance(value, str) else bytes(value)
-    return struct.pack("<I", len(data)) + data
+    return _LENGTH(len(data)) + data
 
 
 class Fingerprint:
-    """The multiset hash of the messages a task writes: order does not matter, repeats do."""
+    """The multiset hash of the messages a task writes: order does not matter, repeats do.
 
-    __slots__ = ("_sum", "rows")
+    Each message's digest is BLAKE2b-128 of its length-prefixed fields (topic, partition, key,
+    value, then each header's name and value); the fingerprint is their sum modulo 2**128.  The
+    format is kept in progress records, so it never changes (a golden value is tested).  ``add``
+    is on every row's path: bytes fields skip ``_field``'s checks, and each (topic, partition)
+    prefix is built once."""
+
+    __slots__ = ("_prefixes", "_sum", "rows")
 
     def __init__(self) -> None:
         self.rows = 0
         self._sum = 0
+        self._prefixes: dict[tuple[str, int | None], bytes] = {}
 
     def add(self, topic: str, value: Any, key: Any, partition: int | None, headers: Any) -> None:
-        parts = [_field(topic), struct.pack("<i", -1 if partition is None else partition), _field(key), _field(value)]
-        for name, header_value in headers or ():
-            parts += (_field(name), _field(header_value))
-        digest = hashlib.blake2b(b"".join(parts), digest_size=16).digest()
-        self._sum = (self._sum + int.from_bytes(digest, "little")) & _MASK
+        prefix = self._prefixes.get((topic, partition))
+        if prefix is None:
+            prefix = self._prefixes[(topic, partition)] = _field(topic) + _PARTITION(-1 if partition is None else partition)
+        k = _LENGTH(len(key)) + key if type(key) is bytes else _field(key)
+        v = _LENGTH(len(value)) + value if type(value) is bytes else _field(value)
+        if headers:
+            parts = [prefix, k, v]
+            for name, header_value in headers:
+                parts += (_field(name), _field(header_value))
+            data = b"".join(parts)
+        else:
+            data = prefix + k + v
+        self._sum += int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "little")
         self.rows += 1
 
     def extend(self, messages: Iterable[tuple[str, Any, Any, int | None, Any]]) -> None:
@@ -275,7 +295,7 @@ class Fingerprint:
 
     @property
     def hex(self) -> str:
-        return f"{self._sum:032x}"
+        return f"{self._sum & _MASK:032x}"
 
 
 # -- decisions ----------------------------------------------------------------------------
