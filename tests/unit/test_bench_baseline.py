@@ -5,6 +5,7 @@ Spark drivers; here the choices are checked, and the sampler against real child 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -57,3 +58,17 @@ def test_the_sampler_counts_cpu_by_role_down_the_process_tree() -> None:
     assert 0.3 <= usage["driver"].cpu_s <= 5  # the child's 0.6 s, less what it used after the last sample
     assert usage["driver"].peak_process_mib > 1
     assert set(usage_extra(sampler)) == {"cpu_s_driver", "peak_mib_driver"}
+
+
+def test_a_root_under_another_root_keeps_its_own_role() -> None:
+    """The benchmark's broker is a child of the benchmark process, itself the driver root of ``bench source``."""
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        with ProcessSampler({"broker": child.pid, "driver": os.getpid()}, interval_s=0.05) as sampler:
+            child.wait(30)
+    finally:
+        child.kill()
+    usage = sampler.usage()
+    assert usage["broker"].processes == 1 and usage["broker"].cpu_s >= 0.3
+    assert usage["driver"].processes == 1  # this process only, not the broker again

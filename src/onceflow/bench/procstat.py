@@ -98,13 +98,15 @@ class ProcessSampler:
                 except (OSError, IndexError, ValueError):
                     continue  # gone meanwhile
         resident: dict[str, int] = {}
+        seen: set[int] = set()  # a root may be another's descendant (the broker, a child of the bench): once each
         for role, root in list(self.roots.items()):  # the caller may add a root meanwhile
-            self._visit(root, role, children, resident, under_jvm=False)
+            seen.update(self.roots.values())
+            self._visit(root, role, children, resident, under_jvm=False, seen=seen)
         for role, kib in resident.items():
             self._peak_total[role] = max(self._peak_total.get(role, 0), kib)
 
     def _visit(self, pid: int, role: str, children: dict[int, list[int]], resident: dict[str, int],
-               under_jvm: bool) -> None:
+               under_jvm: bool, seen: set[int]) -> None:
         try:
             with open(f"/proc/{pid}/comm") as comm:
                 name = comm.read().strip()
@@ -118,7 +120,9 @@ class ProcessSampler:
         except (OSError, ValueError, IndexError):
             return  # exited meanwhile: what was seen of it stays
         for child in children.get(pid, ()):
-            self._visit(child, role, children, resident, under_jvm)
+            if child not in seen:
+                seen.add(child)
+                self._visit(child, role, children, resident, under_jvm, seen)
 
     def usage(self) -> dict[str, RoleUsage]:
         out: dict[str, RoleUsage] = {}

@@ -190,7 +190,7 @@ def driver_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=0)
     parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
     parser.add_argument("--delivery-guarantee", default="exactly-once", choices=["exactly-once", "at-least-once", "spark-kafka"],
-                        help="spark-kafka: Spark's own Kafka sink instead of onceflow's (a benchmark baseline)")
+                        help="spark-kafka: Spark's own Kafka connector at both ends instead of onceflow's (a benchmark baseline)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
     from pyspark.sql import SparkSession
