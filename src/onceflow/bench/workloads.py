@@ -59,7 +59,7 @@ def median_result(name: str, runs: list[Result]) -> Result:
     ordered = sorted(runs, key=lambda r: r.records_per_s)
     middle = ordered[(len(ordered) - 1) // 2]
     keys = set.intersection(*(set(r.extra) for r in runs))
-    extra = {k: statistics.median(r.extra[k] for r in runs) for k in middle.extra if k in keys}
+    extra = {k: round(statistics.median(r.extra[k] for r in runs), 3) for k in middle.extra if k in keys}
     return Result(name, middle.records, middle.bytes, middle.seconds, extra, middle.rated)
 
 
