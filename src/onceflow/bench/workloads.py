@@ -54,8 +54,8 @@ class Result:
 
 
 def median_result(name: str, runs: list[Result]) -> Result:
-    """The run of median rate among ``runs`` (the same work each), renamed; its ``extra`` figures
-    are the medians of the runs' figures."""
+    """The run of median rate among ``runs`` (the same work each; of an even count, the slower of the
+    two middle runs), renamed; its ``extra`` figures are the medians of the runs' figures."""
     ordered = sorted(runs, key=lambda r: r.records_per_s)
     middle = ordered[(len(ordered) - 1) // 2]
     keys = set.intersection(*(set(r.extra) for r in runs))
