@@ -51,6 +51,7 @@ and refuses), and fences its slots and deletes it when the job ends.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import logging
 import re
@@ -193,27 +194,101 @@ def task_identity(query_id: str | None, batch_id: str | int | None, partition: i
 # -- rows -> messages --------------------------------------------------------------------
 
 
-def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
-    """(topic, value, key, partition, headers) per row, column-wise (no per-row dict)."""
-    for batch in batches:
-        names = batch.schema.names
-        n = batch.num_rows
-        values = batch.column(names.index("value")).to_pylist()
-        keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
-        if topic_option is not None:
-            topics: list[Any] = [topic_option] * n
-        else:
-            topics = batch.column(names.index("topic")).to_pylist()
-        partitions = batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n
-        if "headers" in names:
-            headers: list[Any] = [[(h["key"], h["value"]) for h in row] if row else None
-                                  for row in batch.column(names.index("headers")).to_pylist()]
-        else:
-            headers = [None] * n
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """One Arrow batch's rows, column by column: the unit the write path loops over (a Python call
+    per row costs as much as the produce itself).  ``topic`` is the ``topic`` option, or each row's."""
+
+    topic: str | list[Any]
+    values: list[Any]
+    keys: list[Any] | None = None
+    partitions: list[Any] | None = None
+    headers: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def simple(self) -> bool:
+        """One topic, partitions left to the partitioner, no headers: the fast path's shape."""
+        return isinstance(self.topic, str) and self.partitions is None and self.headers is None
+
+    def messages(self) -> Iterator[Message]:
+        n = len(self.values)
+        topics = [self.topic] * n if isinstance(self.topic, str) else self.topic
+        keys = self.keys if self.keys is not None else [None] * n
+        partitions = self.partitions if self.partitions is not None else [None] * n
+        headers = self.headers if self.headers is not None else [None] * n
         for i, topic in enumerate(topics):
             if topic is None:
                 raise OptionError("a row has a null 'topic' and no 'topic' option is set")
-            yield topic, values[i], keys[i], partitions[i], headers[i]
+            yield topic, self.values[i], keys[i], partitions[i], headers[i]
+
+    @classmethod
+    def of(cls, messages: Iterable[Message]) -> Rows:
+        """Rows from messages (the rows a task deferred, written by the driver)."""
+        columns = [list(column) for column in zip(*messages, strict=True)]
+        if not columns:
+            return cls([], [])
+        topics, values, keys, partitions, headers = columns
+        return cls(topics, values, keys, partitions, headers)
+
+
+def _rows(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Rows]:
+    """Each non-empty batch's columns as Python lists (one C-level conversion per column)."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        column = functools.partial(_column, batch)
+        headers = column("headers")
+        if headers is not None and not any(headers):
+            headers = None
+        elif headers is not None:
+            headers = [[(h["key"], h["value"]) for h in row] if row else None for row in headers]
+        topic: str | list[Any] | None = topic_option if topic_option is not None else column("topic")
+        if topic is None:
+            raise OptionError("a row has a null 'topic' and no 'topic' option is set")
+        values = column("value")
+        if values is None:
+            raise OptionError("the rows have no 'value' column")
+        yield Rows(topic, values, column("key"), column("partition"), headers)
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    names = batch.schema.names
+    return batch.column(names.index(name)).to_pylist() if name in names else None
+
+
+def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
+    """(topic, value, key, partition, headers) per row."""
+    for rows in _rows(batches, topic_option):
+        yield from rows.messages()
+
+
+def _produce_rows(producer: Producer, rows: Rows, on_delivery: Any = None) -> None:
+    """Queue every row (the fast path: no per-row tuple or call besides the produce)."""
+    topic = rows.topic
+    if not isinstance(topic, str) or not rows.simple:
+        for message in rows.messages():
+            _produce(producer, message, on_delivery)
+        producer.poll(0)
+        return
+    produce = producer.produce
+    keys = rows.keys if rows.keys is not None else [None] * len(rows)
+    for value, key in zip(rows.values, keys, strict=True):
+        try:
+            produce(topic, value, key, -1, on_delivery)
+        except BufferError:
+            _produce(producer, (topic, value, key, None, None), on_delivery)
+    producer.poll(0)  # serve delivery reports: once per batch of rows
+
+
+def _fingerprint(fingerprint: Fingerprint, rows: Rows) -> None:
+    topic = rows.topic
+    if isinstance(topic, str) and rows.simple:
+        fingerprint.add_columns(topic, rows.keys, rows.values)
+    else:
+        fingerprint.extend(rows.messages())
 
 
 def _produce(producer: Producer, message: Message, on_delivery: Any = None) -> None:
@@ -361,7 +436,7 @@ class KafkaTaskIO:
     """One exactly-once task's Kafka side: carries out the protocol's steps (``protocol.task_steps``) with
     its transactional producer, its scope's progress topic and the task's rows."""
 
-    def __init__(self, task: TaskIdentity, options: SinkOptions, rows: Iterator[Message]) -> None:
+    def __init__(self, task: TaskIdentity, options: SinkOptions, rows: Iterator[Rows]) -> None:
         self.task = task
         self.options = options
         self.rows = rows
@@ -432,12 +507,13 @@ class KafkaTaskIO:
             return None
         if isinstance(step, ReadRows):
             fingerprint = Fingerprint()
-            fingerprint.extend(self.rows)
+            for rows in self.rows:
+                _fingerprint(fingerprint, rows)
             return fingerprint.rows, fingerprint.hex
         if isinstance(step, WriteRows):
             return self._write_rows()
         if isinstance(step, Defer):
-            self.deferred = tuple(self.rows)
+            self.deferred = tuple(message for rows in self.rows for message in rows.messages())
             fingerprint = Fingerprint()
             fingerprint.extend(self.deferred)
             return fingerprint.rows, fingerprint.hex
@@ -468,16 +544,9 @@ class KafkaTaskIO:
         producer.begin_transaction()
         self._open, self._began = True, time.monotonic()
         fingerprint = Fingerprint()
-        produce, add = producer.produce, fingerprint.add
-        for message in self.rows:  # every row's path: _produce inlined, which takes over when the queue is full
-            topic, value, key, partition, headers = message
-            try:
-                produce(topic, value, key, -1 if partition is None else partition, None, headers=headers)
-            except BufferError:
-                _produce(producer, message)
-            add(topic, value, key, partition, headers)
-            if fingerprint.rows & 0xFFF == 0:
-                producer.poll(0)
+        for rows in self.rows:
+            _produce_rows(producer, rows)
+            _fingerprint(fingerprint, rows)
         return fingerprint.rows, fingerprint.hex
 
     def _commit(self, record: SlotRecord) -> None:
@@ -550,12 +619,12 @@ def settings(options: SinkOptions) -> Settings:
 
 def write_exactly_once(batches: Iterable[pa.RecordBatch], task: TaskIdentity, options: SinkOptions) -> TaskOutcome:
     """Write one task's rows exactly once (see the module docstring and ``protocol``)."""
-    rows = iter(_messages(batches, options.topic))
+    rows = _rows(batches, options.topic)
     first = next(rows, None)
     return _run(task, options, itertools.chain([first], rows) if first is not None else iter(()), first is not None)
 
 
-def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Message], has_rows: bool,
+def _run(task: TaskIdentity, options: SinkOptions, rows: Iterator[Rows], has_rows: bool,
          at_driver: bool = False) -> TaskOutcome:
     io = KafkaTaskIO(task, options, rows)
     try:
@@ -660,7 +729,7 @@ def finish(outcomes: Iterable[object], options: SinkOptions) -> None:
     done = [o for o in outcomes if isinstance(o, TaskOutcome) and o.query_id]
     for outcome in done:
         if outcome.task is not None and outcome.deferred is not None:
-            written = _run(outcome.task, options, iter(outcome.deferred), True, at_driver=True)
+            written = _run(outcome.task, options, iter([Rows.of(outcome.deferred)]), True, at_driver=True)
             log.info("the driver wrote the %d rows task partition %d deferred (%s)", outcome.rows, outcome.partition,
                      written.action)
     if not done:
@@ -754,11 +823,9 @@ def write_at_least_once(batches: Iterable[pa.RecordBatch], options: SinkOptions)
             errors.append(error)
 
     count = 0
-    for message in _messages(batches, options.topic):
-        _produce(producer, message, delivered)
-        count += 1
-        if count & 0xFFF == 0:
-            producer.poll(0)
+    for rows in _rows(batches, options.topic):
+        _produce_rows(producer, rows, delivered)
+        count += len(rows)
     left = producer.flush(options.transaction_timeout_ms / 1000)
     if left or errors:
         raise KafkaException(errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT))

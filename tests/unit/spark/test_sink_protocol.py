@@ -25,7 +25,7 @@ from onceflow.spark.protocol import (
     progress_topic,
     transactional_id,
 )
-from onceflow.spark.sink import TaskOutcome, _messages, summarize, task_identity
+from onceflow.spark.sink import Rows, TaskOutcome, _messages, _rows, summarize, task_identity
 
 PREFIX = "onceflow-sink"
 
@@ -111,6 +111,29 @@ def test_rows_become_messages_column_by_column() -> None:
     assert list(_messages([only_value], "fixed")) == [("fixed", b"v", None, None, None)]
     with pytest.raises(OptionError, match="null 'topic'"):
         list(_messages([pa.RecordBatch.from_pydict({"value": [b"v"], "topic": [None]})], None))
+
+
+def test_the_fast_path_takes_the_same_rows_and_the_same_fingerprint_as_the_per_row_one() -> None:
+    """Rows of one topic without partitions or headers are produced and hashed column-wise (issue 18);
+    anything else row by row. Both must give what the per-row path gives: progress records keep
+    fingerprints across releases and across a replay that takes the other path."""
+    batches = [pa.RecordBatch.from_pydict({"key": [b"k1", None, "k3"], "value": [b"v1", b"", None]}),
+               pa.RecordBatch.from_pydict({"key": [b"k4"], "value": ["v4"]}),
+               pa.RecordBatch.from_pydict({"key": pa.array([], pa.binary()), "value": pa.array([], pa.binary())})]
+    rows = list(_rows(batches, "t"))
+    assert [len(r) for r in rows] == [3, 1] and all(r.simple for r in rows)
+    fast, slow = Fingerprint(), Fingerprint()
+    for r in rows:
+        fast.add_columns("t", r.keys, r.values)
+    slow.extend(_messages(batches, "t"))
+    assert (fast.rows, fast.hex) == (slow.rows, slow.hex) == (4, fingerprint(*_messages(batches, "t")))
+    with_headers = pa.RecordBatch.from_pydict({"value": [b"v"], "headers": [[{"key": "h", "value": b"x"}]]})
+    assert not next(_rows([with_headers], "t")).simple
+    empty_headers = pa.RecordBatch.from_pydict({"value": [b"v"], "headers": [[]]})
+    assert next(_rows([empty_headers], "t")).simple, "no header on any row: the fast path"
+    messages = list(_messages(batches, "t")) + list(_messages([with_headers], "t"))
+    assert list(Rows.of(messages).messages()) == messages, "a task's deferred rows, as the driver writes them"
+    assert list(Rows.of([]).messages()) == []
 
 
 def test_outcomes_are_summed_for_the_driver_log() -> None:
