@@ -124,6 +124,11 @@ class ProcessSampler:
                 seen.add(child)
                 self._visit(child, role, children, resident, under_jvm, seen)
 
+    def role(self, pid: int) -> str | None:
+        """The role a process was counted under, if it was seen."""
+        seen = self._cpu.get(pid)
+        return seen[0] if seen is not None else None
+
     def usage(self) -> dict[str, RoleUsage]:
         out: dict[str, RoleUsage] = {}
         for pid, (role, cpu) in self._cpu.items():
