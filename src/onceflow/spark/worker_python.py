@@ -21,18 +21,9 @@ would import is the directory ``SPARK_HOME`` names), and then ``exec``s the
 interpreter it runs under with the same arguments.  In any other case (a
 Spark distribution, another interpreter's PySpark) it changes nothing.
 
-A daemon (``-m pyspark.daemon [MODULE]``) forks a worker per task or
-planning step, and each forked worker imports its module (``pyspark.worker``
-by default) and, unpickling the data source, ``onceflow.spark`` with pyarrow
-and confluent-kafka: 0.3-0.5 s of CPU each.  So when it drops the zip, the
-launcher runs a daemon in its own process instead of ``exec``: the path as
-``python -m`` would set it, the worker module and ``onceflow.spark.source``
-imported once (best effort), then ``pyspark.daemon`` as ``__main__``.  Every
-forked worker finds them imported.
-
 Use it as Spark's worker Python: ``PYSPARK_PYTHON=onceflow-spark-python`` or
 ``.config("spark.pyspark.python", onceflow.spark.worker_python.path())``.
-Until it knows what it runs it imports nothing beyond the standard library.
+It imports nothing beyond the standard library: it runs before every worker.
 """
 
 from __future__ import annotations
@@ -74,36 +65,10 @@ def worker_pythonpath(pythonpath: str, spark_home: str | None, search: list[str]
     return pythonpath
 
 
-#: Imported by a daemon before it forks, for every worker it forks (see the module docstring).
-PRELOAD = ("onceflow.spark.source",)
-DAEMON = "pyspark.daemon"
-
-
 def main() -> None:
-    original = os.environ.get("PYTHONPATH", "")
-    pythonpath = worker_pythonpath(original, os.environ.get("SPARK_HOME"), sys.path)
+    pythonpath = worker_pythonpath(os.environ.get("PYTHONPATH", ""), os.environ.get("SPARK_HOME"), sys.path)
     os.environ["PYTHONPATH"] = pythonpath
-    args = sys.argv[1:]
-    if pythonpath != original and args[:2] == ["-m", DAEMON]:
-        _run_daemon(args[2:], set(original.split(os.pathsep)) - set(pythonpath.split(os.pathsep)))
-        return
-    os.execv(sys.executable, [sys.executable, *args])
-
-
-def _run_daemon(daemon_args: list[str], dropped: set[str]) -> None:
-    """``python -m pyspark.daemon *daemon_args``, here, after importing what its workers will."""
-    import importlib
-    import runpy
-
-    sys.path[:] = [os.getcwd()] + [entry for entry in sys.path[1:] if entry not in dropped]  # as -m sets it
-    sys.argv[1:] = daemon_args
-    worker = daemon_args[0] if daemon_args and daemon_args[0].startswith("pyspark") else "pyspark.worker"
-    for module in (worker, *PRELOAD):
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - only a head start: the forked worker imports it again, and says why not
-            pass
-    runpy.run_module(DAEMON, run_name="__main__", alter_sys=True)
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 
 
 if __name__ == "__main__":

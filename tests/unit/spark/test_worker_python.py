@@ -47,26 +47,3 @@ def test_the_launcher_runs_the_same_interpreter_with_pyspark_from_the_package() 
     assert imported == pyspark.__file__  # not .../pyspark.zip/pyspark/__init__.py
     plain = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True)
     assert "pyspark.zip" in plain.stdout.split()[1], "without the launcher Spark's workers import the zip"
-
-
-def test_a_daemon_runs_in_the_launcher_with_the_data_source_imported_before_it_forks() -> None:
-    """``-m pyspark.daemon``: the launcher is the daemon (it answers with its port as Spark's daemon
-    does), and it has pyarrow's library and the data source loaded before any worker is forked."""
-    env = {**os.environ, "SPARK_HOME": INSTALLED, "PYTHONPATH": ZIP, "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHON_WORKER_FACTORY_SECRET": "s"}
-    daemon = subprocess.Popen([worker_python.path(), "-m", "pyspark.daemon", "pyspark.worker"], env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert daemon.stdout is not None and daemon.stdin is not None
-        port = int.from_bytes(daemon.stdout.read(4), "big")  # what the JVM reads first
-        assert 0 < port < 65536
-        with open(f"/proc/{daemon.pid}/maps") as maps:
-            mapped = maps.read()
-        assert "pyarrow" in mapped and "confluent_kafka" in mapped, "the data source's libraries are loaded"
-        with open(f"/proc/{daemon.pid}/cmdline") as cmdline:
-            assert "onceflow-spark-python" in cmdline.read(), "the daemon runs in the launcher's process"
-        daemon.stdin.close()  # the JVM going away: the daemon exits
-        assert daemon.wait(30) is not None
-    finally:
-        daemon.kill()
-        daemon.wait(30)
