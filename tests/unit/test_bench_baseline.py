@@ -72,3 +72,14 @@ def test_a_root_under_another_root_keeps_its_own_role() -> None:
     usage = sampler.usage()
     assert usage["broker"].processes == 1 and usage["broker"].cpu_s >= 0.3
     assert sampler.role(child.pid) == "broker" and sampler.role(os.getpid()) == "driver"  # not counted twice
+
+
+def test_a_micro_batch_first_seen_idle_is_reported_again_with_its_rows() -> None:
+    """The driver's micro-batch lines, which the benchmark counts rows from: Spark's idle progress entry
+    carries the next micro-batch's id and no rows; the micro-batch itself must still be reported."""
+    from onceflow.pipelines.payments import is_news
+
+    reported: dict[int, int] = {}
+    entries = [(0, 0), (0, 0), (1, 0), (1, 0), (1, 500), (1, 500), (2, 30)]  # recentProgress, polled again and again
+    assert [is_news(reported, batch, rows) for batch, rows in entries] == [True, False, True, False, True, False, True]
+    assert sum(reported.values()) == 530

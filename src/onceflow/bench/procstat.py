@@ -10,9 +10,10 @@ puts each process in a role (a root's own role; a ``java`` process under a
 root is ``spark-jvm``; a process under a JVM is ``python-workers``), and
 keeps, per process, the CPU time used since sampling began (``utime +
 stime``, all its threads; for a process started later, all of it) and its peak resident size (``VmHWM``); per role, the highest sum
-of resident sizes seen at one sample.  A process that exits between two
-samples loses at most one interval of CPU.  Elsewhere than Linux it reports
-nothing.
+of resident sizes seen at one sample.  A process loses the CPU it used
+after its last sample, and one that starts and exits between two samples
+is not counted at all (its parent's reaped-children time is not read).
+Elsewhere than Linux it reports nothing.
 """
 
 from __future__ import annotations

@@ -209,13 +209,12 @@ def driver_main(argv: list[str] | None = None) -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     _emit({"event": "started"})
-    seen = dict.fromkeys(queries, -1)
+    reported: dict[str, dict[int, int]] = {name: {} for name in queries}
     status = 0
     while not stopping:
         for name, query in queries.items():
             for progress in query.recentProgress:
-                if progress["batchId"] > seen[name]:
-                    seen[name] = progress["batchId"]
+                if is_news(reported[name], progress["batchId"], progress["numInputRows"]):
                     _emit({"event": "batch", "query": name, "batch": progress["batchId"],
                            "rows": progress["numInputRows"], "ms": progress["batchDuration"],
                            "phases_ms": progress["durationMs"]})
@@ -229,6 +228,17 @@ def driver_main(argv: list[str] | None = None) -> int:
     _emit({"event": "stopped"})
     spark.stop()
     return status
+
+
+def is_news(reported: dict[int, int], batch: int, rows: int) -> bool:
+    """Whether a query's progress entry is to be reported (and note it in ``reported``, rows per
+    micro-batch): a micro-batch not reported yet, or reported with fewer rows.  A query with nothing
+    to do reports an idle entry under its *next* micro-batch's id, with no rows (Spark's
+    ``noDataProgressEventInterval``); the micro-batch that later runs under that id is news."""
+    if reported.get(batch, -1) >= rows:
+        return False
+    reported[batch] = rows
+    return True
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -296,7 +306,7 @@ def run_until_caught_up(driver: DriverProcess, generated: Generated, timeout_s: 
     if on_start is not None and driver.proc is not None:
         on_start(driver.proc.pid)
     started: float | None = None
-    rows = {"ledger": 0, "balances": 0}
+    rows: dict[str, dict[int, int]] = {"ledger": {}, "balances": {}}  # per micro-batch: a batch reported again replaces
     wanted = {"ledger": len(generated.committed), "balances": 2 * len(generated.committed)}
     deadline = time.monotonic() + timeout_s
     try:
@@ -306,10 +316,10 @@ def run_until_caught_up(driver: DriverProcess, generated: Generated, timeout_s: 
                 if record["event"] == "started" and started is None:
                     started = time.monotonic()
                 elif record["event"] == "batch":
-                    rows[record["query"]] += record["rows"]
+                    rows[record["query"]][record["batch"]] = record["rows"]
                 elif record["event"] == "failed":
                     raise RuntimeError(f"query {record['query']} failed: {record['error'][:500]}")
-            if started is not None and all(rows[name] >= wanted[name] for name in rows):
+            if started is not None and all(sum(rows[name].values()) >= wanted[name] for name in rows):
                 return time.monotonic() - started
             time.sleep(0.05)
         raise TimeoutError(f"the pipeline did not catch up within {timeout_s:.0f} s (see {driver.log_path})")

@@ -347,7 +347,8 @@ def read_range(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id
 
 
 def _position(consumer: Consumer, topic: str, partition: int) -> int:
-    """The offset the consumer delivers next (past markers and aborted records it skipped); -1 unknown."""
+    """The offset the consumer delivers next (past markers and aborted records it skipped); negative
+    (librdkafka's -1001) before the first delivery."""
     return consumer.position([TopicPartition(topic, partition)])[0].offset
 
 
