@@ -259,12 +259,6 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return batch.column(names.index(name)).to_pylist() if name in names else None
 
 
-def _messages(batches: Iterable[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
-    """(topic, value, key, partition, headers) per row."""
-    for rows in _rows(batches, topic_option):
-        yield from rows.messages()
-
-
 def _produce_rows(producer: Producer, rows: Rows, on_delivery: Any = None) -> None:
     """Queue every row (the fast path: no per-row tuple or call besides the produce)."""
     topic = rows.topic

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pyarrow as pa
 import pytest
 
@@ -25,7 +27,7 @@ from onceflow.spark.protocol import (
     progress_topic,
     transactional_id,
 )
-from onceflow.spark.sink import Rows, TaskOutcome, _messages, _rows, summarize, task_identity
+from onceflow.spark.sink import Message, Rows, TaskOutcome, _rows, summarize, task_identity
 
 PREFIX = "onceflow-sink"
 
@@ -96,6 +98,12 @@ def test_a_task_tells_its_run_or_refuses_exactly_once_without_one(properties: di
     loose = parse_sink_options({"kafka.bootstrap.servers": "x:1", "topic": "t", "deliveryGuarantee": "at-least-once"},
                                streaming=True)
     assert _stream_task(context, loose).batch_id == 7, "at-least-once needs no run"
+
+
+def _messages(batches: list[pa.RecordBatch], topic_option: str | None) -> Iterator[Message]:
+    """Each row as the per-row path produces it."""
+    for rows in _rows(batches, topic_option):
+        yield from rows.messages()
 
 
 def test_rows_become_messages_column_by_column() -> None:
