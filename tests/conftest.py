@@ -63,7 +63,7 @@ def spark() -> Iterator[object]:
     onceflow format registered, task retries on (``local[2,4]``: 2 cores, 4 attempts per task)."""
     # Workers need this venv's pyspark and onceflow; the launcher starts them with PySpark's bytecode cached.
     os.environ["PYSPARK_PYTHON"] = worker_python.path()
-    os.environ["ONCEFLOW_FAULT_DIR"] = SPARK_FAULT_DIR  # Spark's workers inherit it (onceflow.faults.armed)
+    os.environ["ONCEFLOW_FAULT_DIR"] = SPARK_FAULT_DIR  # Spark's workers inherit it (onceflow.spark.faults.armed)
     from pyspark.sql import SparkSession
 
     import onceflow.spark

@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import importlib
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import __version__
 from .config import BrokerConfig, ConfigError
@@ -83,12 +85,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from .demos.broker_crash import run_demo
 
         return run_demo(args.bootstrap_servers)
+    if (refusal := missing_extra("onceflow demo", ("rich",))) is not None:
+        print(refusal, file=sys.stderr)
+        return 2
     from .demos.payments import run
 
     return run(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.workload in {"pipeline", "source"} and (refusal := missing_extra(f"onceflow bench {args.workload}")) is not None:
+        print(refusal, file=sys.stderr)
+        return 2
     from .bench import run_bench
 
     return run_bench(args)
@@ -100,13 +108,44 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return chaos_main(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
-    parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    sub = parser.add_subparsers(dest="command", required=True)
+def missing_extra(command: str, also: Sequence[str] = ()) -> str | None:
+    """One line saying what ``command`` lacks of the ``spark`` extra, or None when it is all installed."""
+    from .spark import missing_modules
 
-    b = sub.add_parser("broker", help="run the broker")
+    missing = missing_modules(also)
+    if not missing:
+        return None
+    return f"{command}: needs {', '.join(missing)} (the spark extra): pip install 'onceflow[spark]'"
+
+
+class _Families(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """``onceflow``'s command families, each filled in (its options defined, its modules imported)
+    only when it is the one that runs.  ``onceflow --version`` and ``onceflow broker`` import no
+    Spark, pyarrow or benchmark code, so a base install (no extras) runs them, and quickly."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fillers: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def add_family(self, name: str, help_text: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
+        self.add_parser(name, help=help_text, description=help_text)
+        self._fillers[name] = fill
+
+    def fill(self, name: str) -> argparse.ArgumentParser:
+        """The family's parser, its options defined (once)."""
+        parser: argparse.ArgumentParser = self._name_parser_map[name]
+        if (fill := self._fillers.pop(name, None)) is not None:
+            fill(parser)
+        return parser
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values and values[0] in self._name_parser_map:
+            self.fill(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _broker_options(b: argparse.ArgumentParser) -> None:
     b.add_argument("--data-dir", default="./.onceflow/data", help="where logs and metadata live (default ./.onceflow/data)")
     b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092),
                    help="HOST:PORT to serve (default 127.0.0.1:9092); also advertised, unless advertised.listeners says otherwise")
@@ -114,30 +153,60 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
     b.set_defaults(func=cmd_broker)
 
-    d = sub.add_parser("demo", help="the payments pipeline on Spark, exactly-once under faults, verified")
+
+def _demo_options(d: argparse.ArgumentParser) -> None:
+    from .demos.payments import add_arguments
+
     d.add_argument("example", nargs="?", default="payments", choices=["payments", "broker-crash"],
                    help="payments (default): two chained exactly-once Spark queries; broker-crash: a consumer "
                         "group across a broker killed with SIGKILL")
     d.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting `onceflow broker`")
-    from .demos.payments import add_arguments as add_demo_arguments
-
-    add_demo_arguments(d)
+    add_arguments(d)
     d.set_defaults(func=cmd_demo)
 
+
+def _bench_options(parser: argparse.ArgumentParser) -> None:
     from .bench import add_arguments
 
-    add_arguments(sub.add_parser("bench", help="throughput benchmarks (confluent-kafka as the load generator)"))
+    add_arguments(parser)
+    parser.set_defaults(func=cmd_bench)
 
-    from .chaos.command import add_arguments as add_chaos_arguments
 
-    c = sub.add_parser("chaos", help="a workload under faults (kills, pauses, resets, crash points, full disk), "
-                                     "its history checked for lost, duplicated, aborted and torn data")
-    add_chaos_arguments(c)
-    c.set_defaults(func=cmd_chaos)
+def _chaos_options(parser: argparse.ArgumentParser) -> None:
+    from .chaos.command import add_arguments
 
-    from .tools import register
+    add_arguments(parser)
+    parser.set_defaults(func=cmd_chaos)
 
-    register(sub)
+
+def _tool_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
+    def fill(parser: argparse.ArgumentParser) -> None:
+        importlib.import_module(f"onceflow.tools.{module}").fill(parser)
+
+    return fill
+
+
+#: Each family: its name, its one-line help, and what defines its options (run only when it is chosen).
+FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    ("broker", "run the broker", _broker_options),
+    ("demo", "the payments pipeline on Spark, exactly-once under faults, verified", _demo_options),
+    ("bench", "throughput benchmarks (confluent-kafka as the load generator)", _bench_options),
+    ("chaos", "a workload under faults (kills, pauses, resets, crash points, full disk), "
+              "its history checked for lost, duplicated, aborted and torn data", _chaos_options),
+    ("topics", "list, describe, create and delete topics (confluent-kafka AdminClient)", _tool_options("topics")),
+    ("groups", "list and describe consumer groups (confluent-kafka AdminClient)", _tool_options("groups")),
+    ("txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)", _tool_options("txn")),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
+    parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    families = parser.add_subparsers(dest="command", required=True, action=_Families)
+    assert isinstance(families, _Families)
+    for name, help_text, fill in FAMILIES:
+        families.add_family(name, help_text, fill)
     return parser
 
 

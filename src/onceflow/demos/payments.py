@@ -8,7 +8,7 @@ child process, which reports each micro-batch as a JSON line.  While the
 pipeline runs it injects the faults (``--faults``, the default):
 
 1. one write task fails on its first attempt after writing part of its
-   output (armed through ``onceflow.faults``; Spark's ``local[2,4]`` retries
+   output (armed through ``onceflow.spark.faults``; Spark's ``local[2,4]`` retries
    it);
 2. the Spark driver is killed with SIGKILL while a task is inside its
    transaction, and started again from its checkpoints;
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..pipelines import payments as pipeline
-from ..spark.sink import FAULT_POINT
+from ..spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
 
 #: How long the pipeline may take before the demo gives up (bounded, not a benchmark).
 PIPELINE_TIMEOUT_S = 1800

@@ -255,7 +255,7 @@ class DriverProcess:
     master: str = "local[2,4]"
     max_offsets: int = 0
     delivery_guarantee: str = "exactly-once"
-    #: Set as ONCEFLOW_FAULT_DIR for the driver's workers (``onceflow.faults``), if any.
+    #: Set as ONCEFLOW_FAULT_DIR for the driver's workers (``onceflow.spark.faults``), if any.
     fault_dir: str | None = None
     proc: subprocess.Popen[str] | None = None
     lines: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)

@@ -22,16 +22,27 @@ the row schema are those of Spark's built-in Kafka connector.  The layout:
 * ``foreach_batch``: ``write_exactly_once`` for ``foreachBatch`` (several
   topics atomically per task).
 
-Install with ``pip install onceflow[spark]`` (PySpark 4.2 or newer, pyarrow).
+Install with ``pip install 'onceflow[spark]'`` (PySpark 4.2 or newer, pyarrow); without it
+the package imports, and ``register`` says what to install.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["FORMAT", "register", "write_exactly_once"]
+__all__ = ["EXTRA_MODULES", "FORMAT", "missing_modules", "register", "write_exactly_once"]
 
 FORMAT = "onceflow"
+
+#: What the ``spark`` extra installs that the connector imports (``pip install 'onceflow[spark]'``).
+EXTRA_MODULES = ("pyspark", "pyarrow", "pandas")
+
+
+def missing_modules(also: Sequence[str] = ()) -> list[str]:
+    """The modules of the ``spark`` extra (and ``also``) that are not installed, without importing any."""
+    return [name for name in (*EXTRA_MODULES, *also) if importlib.util.find_spec(name) is None]
 
 
 def register(spark: Any) -> None:

@@ -32,12 +32,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import _extra  # noqa: F401  (first: one line naming the spark extra when it is missing)
+
+# isort: split
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..coordinator import INTERNAL_TOPICS
 from .options import Assign, Subscribe, Subscription
 from .protocol import PROGRESS_TOPIC_PREFIX
 
@@ -74,6 +76,11 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         fields.append(("headers", HEADER_TYPE))
     return pa.schema(fields)
 
+
+#: Kafka's internal topics (``org.apache.kafka.common.internals.Topic``), which a pattern never matches,
+#: as the Java consumer's ``exclude.internal.topics`` has it.  Named here, not imported from the
+#: broker's side: the connector is a client of any Kafka.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                 "timestampType int")

@@ -63,10 +63,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import _extra  # noqa: F401  (first: one line naming the spark extra when it is missing)
+
+# isort: split
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from .. import faults
+from . import faults
 from .kafka import client_config
 from .options import OptionError, SinkOptions
 from .progress import ProgressStore, reader_params
@@ -106,8 +109,6 @@ CLIENT_TIMEOUT_S = 60.0
 #: How often a waiting task reads the other slots' records.
 WAIT_POLL_S = 0.25
 FENCE_PARALLELISM = 8
-#: Kept for the demo and tests: the first row of a first attempt is written, then the task fails.
-FAULT_POINT = faults.SPARK_FIRST_ATTEMPT
 _T = TypeVar("_T")
 
 #: Errors of a coordinator call that say "try again": the coordinator moved, is loading, or is

@@ -30,6 +30,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _extra  # noqa: F401  (first: one line naming the spark extra when it is missing)
+
+# isort: split
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,

@@ -23,16 +23,6 @@ table or as JSON (``--json``); see :mod:`onceflow.tools.common`.
 
 from __future__ import annotations
 
-import argparse
-
 from . import groups, topics, txn
 
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add the ``topics``, ``groups`` and ``txn`` command families to the ``onceflow`` parser."""
-    topics.register(subparsers)
-    groups.register(subparsers)
-    txn.register(subparsers)
-
-
-__all__ = ["groups", "register", "topics", "txn"]
+__all__ = ["groups", "topics", "txn"]

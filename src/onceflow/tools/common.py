@@ -47,9 +47,8 @@ def _add_common_options(parser: argparse.ArgumentParser, *, leaf: bool) -> None:
                         help=f"how long to wait for the cluster (default {DEFAULT_TIMEOUT_S:g})")
 
 
-def add_family(subparsers: Any, name: str, help_text: str) -> Any:
-    """A command family (``onceflow NAME ...``); returns its sub-command registry."""
-    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+def add_family(parser: argparse.ArgumentParser) -> Any:
+    """Fill in a command family's parser (``onceflow NAME ...``); returns its sub-command registry."""
     _add_common_options(parser, leaf=False)
     return parser.add_subparsers(dest="action", required=True, metavar="COMMAND")
 

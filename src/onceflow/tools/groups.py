@@ -109,8 +109,9 @@ def describe_group(bootstrap: str, group: str, *, timeout: float = DEFAULT_TIMEO
 # -- command line --------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
-    actions = add_family(subparsers, "groups", "list and describe consumer groups (confluent-kafka AdminClient)")
+def fill(parser: argparse.ArgumentParser) -> None:
+    """Define ``onceflow groups``'s commands and options on its parser."""
+    actions = add_family(parser)
     add_command(actions, "list", "consumer groups and their states", _list, empty="no consumer groups")
     p = add_command(actions, "describe", "a group's members, assignments, committed offsets and lag", _describe)
     p.add_argument("group", metavar="GROUP")

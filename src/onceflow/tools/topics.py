@@ -127,8 +127,9 @@ def _source_name(source: Any) -> str:
 # -- command line --------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
-    actions = add_family(subparsers, "topics", "list, describe, create and delete topics (confluent-kafka AdminClient)")
+def fill(parser: argparse.ArgumentParser) -> None:
+    """Define ``onceflow topics``'s commands and options on its parser."""
+    actions = add_family(parser)
 
     p = add_command(actions, "list", "topics with their partition counts", _list, empty="no topics")
     p.add_argument("--all", action="store_true", help="include internal topics (__consumer_offsets, __transaction_state)")

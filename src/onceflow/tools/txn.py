@@ -257,8 +257,9 @@ def _describe_each(admin: Any, transactional_ids: set[str]) -> dict[str, Any]:
 # -- command line --------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
-    actions = add_family(subparsers, "txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)")
+def fill(parser: argparse.ArgumentParser) -> None:
+    """Define ``onceflow txn``'s commands and options on its parser."""
+    actions = add_family(parser)
 
     p = add_command(actions, "list", "transactions known to the coordinators (ListTransactions)", _list, empty="no transactions")
     p.add_argument("--state", nargs="+", action="extend", default=[], metavar="S",

@@ -4,7 +4,7 @@
 
 Reads INPUT with the onceflow source, upper-cases each value, and writes it to OUTPUT with the
 exactly-once onceflow sink, checkpointing in CHECKPOINT (a test makes its tasks pause inside
-their transactions with ``onceflow.faults``, so that a kill lands inside a batch).  It prints ``started`` once the query runs and ``batch N`` after each micro-batch.  With
+their transactions with ``onceflow.spark.faults``, so that a kill lands inside a batch).  It prints ``started`` once the query runs and ``batch N`` after each micro-batch.  With
 ``--available-now`` it processes what is there and exits 0; otherwise it runs until killed
 (or for at most ``RUN_AT_MOST_S``).
 """

@@ -52,7 +52,7 @@ def test_a_task_that_fails_after_writing_part_of_its_rows_is_retried_without_dup
     """The first attempt of every task writes its first row into its transaction, then fails:
     by an exception (the sink aborts), or by its Python worker dying (nothing aborts; the
     retry's init_transactions fences and aborts).  The retry writes everything once."""
-    from onceflow.spark.sink import FAULT_POINT
+    from onceflow.spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
 
     bs = broker_process.bootstrap_servers
     src, dst = new_topic(bs, 2), new_topic(bs, 1)
@@ -106,7 +106,7 @@ def test_the_driver_killed_mid_batch_and_restarted_from_its_checkpoint(broker_pr
     killed with SIGKILL while a micro-batch is being written: its transactions stay open until
     the restarted query fences them.  (tests/reference/test_spark_sink.py restarts queries in
     every other way, in one Spark session.)"""
-    from onceflow.spark.sink import FAULT_POINT
+    from onceflow.spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
 
     bs = broker_process.bootstrap_servers
     src, dst = new_topic(bs, 2), new_topic(bs, 2)
