@@ -16,11 +16,15 @@ the row schema are those of Spark's built-in Kafka connector.  The layout:
 * ``options``: options parsed and checked once (clear errors naming the option);
 * ``ranges``: offset ranges per micro-batch, rate limits (pure functions);
 * ``kafka``: the Kafka I/O (partitions, offsets, reading a range into Arrow);
-* ``sink``: the exactly-once commit protocol (one transaction per query,
-  micro-batch and task partition);
-* ``source``: the thin PySpark adapter over all of these;
+* ``protocol``: the exactly-once sink's decisions, pure (what a task does, given what it reads);
+* ``progress``: the progress topics that keep each slot's record;
+* ``sink``: a write task's steps against Kafka (one transaction per query,
+  micro-batch and task partition), and the driver's commit;
+* ``source``, ``writer``: the thin PySpark adapters over all of these, joined by
+  ``datasource`` (what ``register`` registers);
 * ``foreach_batch``: ``write_exactly_once`` for ``foreachBatch`` (several
-  topics atomically per task).
+  topics atomically per task);
+* ``faults`` (test-only task faults), ``worker_python`` (``onceflow-spark-python``).
 
 Install with ``pip install 'onceflow[spark]'`` (PySpark 4.2 or newer, pyarrow); without it
 the package imports, and ``register`` says what to install.
@@ -47,7 +51,7 @@ def missing_modules(also: Sequence[str] = ()) -> list[str]:
 
 def register(spark: Any) -> None:
     """Register the ``onceflow`` format with a SparkSession."""
-    from .source import OnceflowDataSource
+    from .datasource import OnceflowDataSource
 
     spark.dataSource.register(OnceflowDataSource)
 

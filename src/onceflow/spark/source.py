@@ -1,4 +1,4 @@
-"""The PySpark adapter: format ``onceflow`` for readStream, read, writeStream and write.
+"""The source's PySpark adapter: format ``onceflow`` for ``readStream`` and ``read``.
 
 Theory of operation
 -------------------
@@ -18,8 +18,8 @@ task needs: every task rebuilds its Kafka clients from the options.
   ``partitions`` turns [start, end) into one input partition per Kafka
   partition range, and ``read`` reads it into Arrow (``kafka.read_range``).
   ``commit`` optionally records the end offsets in a consumer group.
-* Streaming sink: each task writes exactly once (``sink``); the micro-batch
-  id and query id come from the task's local properties.
+
+The sink's adapter is ``writer.py``; the ``DataSource`` that joins them is ``datasource.py``.
 """
 
 from __future__ import annotations
@@ -34,15 +34,7 @@ from . import _extra  # noqa: F401  (first: one line naming the spark extra when
 
 # isort: split
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -50,25 +42,12 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
 
-from . import ranges, sink
-from .kafka import TP, DataLossError, KafkaAdmin, Listing, read_range, reader_group_id, spark_schema
-from .options import (
-    EARLIEST,
-    LATEST,
-    OffsetSpec,
-    SinkOptions,
-    SourceOptions,
-    Subscribe,
-    check_sink_columns,
-    parse_sink_options,
-    parse_source_options,
-)
+from . import ranges
+from .kafka import TP, DataLossError, KafkaAdmin, Listing, read_range, reader_group_id
+from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscribe
 
 log = logging.getLogger(__name__)
-
-FORMAT = "onceflow"
 
 
 # -- offsets as Spark keeps them ------------------------------------------------------
@@ -357,133 +336,3 @@ class OnceflowBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         yield from _read(self.options, partition, self.group_id)
-
-
-# -- sinks ---------------------------------------------------------------------------------
-
-
-@dataclass
-class SinkCommit(WriterCommitMessage):
-    outcome: sink.TaskOutcome
-
-
-def _task() -> Any:
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    if context is None:
-        raise RuntimeError("the onceflow sink's write() must run in a Spark task")
-    return context
-
-
-def _stream_task(context: Any, options: SinkOptions) -> sink.TaskIdentity:
-    run = sink.run_id(context.getLocalProperty)
-    if options.delivery_guarantee == "at-least-once":
-        run = run or "unknown"  # at-least-once keeps no record of runs
-    return sink.task_identity(context.getLocalProperty("sql.streaming.queryId"),
-                              context.getLocalProperty("streaming.sql.batchId"), context.partitionId(),
-                              context.attemptNumber(), run, context.stageId(), options.name)
-
-
-def _outcomes(messages: Sequence[WriterCommitMessage | None]) -> list[sink.TaskOutcome]:
-    return [m.outcome for m in messages if isinstance(m, SinkCommit)]
-
-
-class OnceflowStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        context = _task()
-        task = _stream_task(context, self.options)
-        if self.options.delivery_guarantee == "at-least-once":
-            rows = sink.write_at_least_once(iterator, self.options)
-            return SinkCommit(sink.TaskOutcome(task.partition, task.batch_id, rows, "at-least-once", task.query_id,
-                                               task.name, task.run))
-        return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        outcomes = _outcomes(messages)
-        sink.finish(outcomes, self.options)
-        log.info("micro-batch %d written: %s", batchId, sink.summarize(outcomes))
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("micro-batch %d aborted by Spark; tasks that committed are kept and skipped on re-run", batchId)
-
-
-class OnceflowBatchWriter(DataSourceArrowWriter):
-    """``df.write``: inside ``foreachBatch`` (the tasks carry a micro-batch's identity) a write of that
-    micro-batch; otherwise a batch job, whose own id is its scope."""
-
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-        self.job_id = sink.new_job_id()
-        if options.name is None:  # may be a batch job (write_exactly_once always names its writes)
-            sink.start_job(options, self.job_id)
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        context = _task()
-        partition = context.partitionId()
-        in_micro_batch = bool(context.getLocalProperty("streaming.sql.batchId") is not None
-                              and context.getLocalProperty("sql.streaming.queryId"))
-        if in_micro_batch:
-            task = _stream_task(context, self.options)
-        else:
-            task = sink.TaskIdentity(self.job_id, 0, partition, self.job_id, context.attemptNumber(), None,
-                                     context.stageId())
-        if self.options.delivery_guarantee == "at-least-once":
-            rows = sink.write_at_least_once(iterator, self.options)
-            return SinkCommit(sink.TaskOutcome(partition, task.batch_id, rows, "at-least-once", task.query_id,
-                                               task.name, task.run))
-        return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        outcomes = _outcomes(messages)
-        try:
-            sink.finish([o for o in outcomes if o.query_id != self.job_id], self.options)
-        finally:
-            if self.options.name is None:
-                # Inside a micro-batch every task wrote in the micro-batch's scope: no id of the job's to fence.
-                sink.finish_job(self.options, self.job_id, fence_slots=any(o.query_id == self.job_id for o in outcomes))
-        log.info("batch write done: %s", sink.summarize(outcomes))
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        if self.options.name is None:
-            sink.finish_job(self.options, self.job_id)
-
-
-# -- the data source -----------------------------------------------------------------------
-
-
-class OnceflowDataSource(DataSource):
-    """``spark.readStream.format("onceflow")``, ``spark.read``, ``writeStream`` and ``write``.
-
-    Options and columns are Spark's Kafka connector's; see the README.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        # load() asks for the schema first: bad options fail here, before any query starts.
-        # (Streaming-only rules are checked again when the stream reader is made.)
-        return spark_schema(parse_source_options(self.options, streaming=False).include_headers)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return OnceflowStreamReader(parse_source_options(self.options, streaming=True))
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return OnceflowBatchReader(parse_source_options(self.options, streaming=False))
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> OnceflowStreamWriter:
-        options = parse_sink_options(self.options, streaming=True)
-        check_sink_columns(schema.fieldNames(), options.topic)
-        sink.check_client_settings(options)
-        return OnceflowStreamWriter(options)
-
-    def writer(self, schema: StructType, overwrite: bool) -> OnceflowBatchWriter:
-        options = parse_sink_options(self.options, streaming=False)
-        check_sink_columns(schema.fieldNames(), options.topic)
-        sink.check_client_settings(options)
-        return OnceflowBatchWriter(options)

@@ -86,7 +86,7 @@ RUN = "0b7c6e1e-3f7d-4b7e-9d3a-2f6c9a1d4e55"
     ({"spark.jobGroup.id": "etl", "spark.job.description": "mine"}, None),  # setJobGroup in foreachBatch
 ])
 def test_a_task_tells_its_run_or_refuses_exactly_once_without_one(properties: dict[str, str], run: str | None) -> None:
-    from onceflow.spark.source import _stream_task
+    from onceflow.spark.writer import _stream_task
 
     options = parse_sink_options({"kafka.bootstrap.servers": "x:1", "topic": "t"}, streaming=True)
     context = TaskContextLike(**properties)

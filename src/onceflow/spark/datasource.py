@@ -1,0 +1,51 @@
+"""The ``onceflow`` data source: what ``spark.dataSource.register`` takes, joining the source's
+adapter (``source.py``) and the sink's (``writer.py``).  Options are parsed and checked here,
+when a query or job is defined, before any data moves."""
+
+from __future__ import annotations
+
+from . import _extra  # noqa: F401  (first: one line naming the spark extra when it is missing)
+
+# isort: split
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from . import FORMAT, sink
+from .kafka import spark_schema
+from .options import check_sink_columns, parse_sink_options, parse_source_options
+from .source import OnceflowBatchReader, OnceflowStreamReader
+from .writer import OnceflowBatchWriter, OnceflowStreamWriter
+
+
+class OnceflowDataSource(DataSource):
+    """``spark.readStream.format("onceflow")``, ``spark.read``, ``writeStream`` and ``write``.
+
+    Options and columns are Spark's Kafka connector's; see the README.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        # load() asks for the schema first: bad options fail here, before any query starts.
+        # (Streaming-only rules are checked again when the stream reader is made.)
+        return spark_schema(parse_source_options(self.options, streaming=False).include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return OnceflowStreamReader(parse_source_options(self.options, streaming=True))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return OnceflowBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> OnceflowStreamWriter:
+        options = parse_sink_options(self.options, streaming=True)
+        check_sink_columns(schema.fieldNames(), options.topic)
+        sink.check_client_settings(options)
+        return OnceflowStreamWriter(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> OnceflowBatchWriter:
+        options = parse_sink_options(self.options, streaming=False)
+        check_sink_columns(schema.fieldNames(), options.topic)
+        sink.check_client_settings(options)
+        return OnceflowBatchWriter(options)
