@@ -11,6 +11,7 @@
                   Heartbeat, LeaveGroup, rebalances and sessions;
 * ``offsets``     ``OffsetManager``: OffsetCommit, TxnOffsetCommit and transaction
                   completion, OffsetFetch, OffsetDelete, DeleteGroups, expiry;
-* ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with the API
-                  guard, outbox, store appends and timer dispatch.
+* ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with store
+                  appends and timer dispatch on the coordinator runtime
+                  (``coordinator/runtime.py``).
 """

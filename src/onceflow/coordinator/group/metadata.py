@@ -2,7 +2,7 @@
 
 Theory of operation: a group moves through five states (``GroupState``).
 The legal moves are data -- ``VALID_PREVIOUS_STATES``, copied from Kafka's
-GroupMetadata.scala -- and every move goes through ONE choke point,
+GroupMetadata.scala, drawn in ``docs/state-diagrams.md`` -- and every move goes through ONE choke point,
 ``GroupMetadata.transition_to``, which raises ``IllegalGroupTransition`` on
 an illegal move and stamps the time of the change (offset expiry counts from
 the moment a group became Empty, Kafka 2.1+ / KIP-211).
