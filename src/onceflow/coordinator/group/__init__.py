@@ -2,7 +2,7 @@
 
 * ``types``       what the broker exchanges with the coordinator (``GroupStore``,
                   ``StoredRecord``/``StoredMarker``, results);
-* ``records``     the ``__consumer_offsets`` key/value layout (Kafka's bytes);
+* ``log_records`` the ``__consumer_offsets`` key/value layout (Kafka's bytes);
 * ``metadata``    ``GroupMetadata``: a group's state machine, members and offsets;
 * ``loader``      a ``__consumer_offsets`` partition read back into groups and
                   offsets (a pure function);

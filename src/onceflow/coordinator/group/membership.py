@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from ...config import GROUP_INITIAL_REBALANCE_DELAY_MS, GROUP_MAX_SESSION_TIMEOUT_MS, GROUP_MAX_SIZE, GROUP_MIN_SESSION_TIMEOUT_MS
 from ...protocol.errors import ErrorCode
-from . import records as rec
+from . import log_records as rec
 from .context import GroupContext, HeartbeatDeadline, JoinDeadline, PendingMemberDeadline, SyncDeadline
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import JoinResult, LeaveMember, LeaveResult, SyncResult

@@ -83,7 +83,7 @@ from ...config import OFFSET_METADATA_MAX_BYTES, OFFSETS_RETENTION_CHECK_INTERVA
 from ...protocol.errors import ErrorCode
 from .. import OFFSETS_TOPIC
 from . import loader
-from . import records as rec
+from . import log_records as rec
 from .context import GroupContext, OffsetExpiry, Record
 from .membership import MembershipManager, validate_member_generation
 from .metadata import GroupMetadata, GroupState, PendingTxnOffset
