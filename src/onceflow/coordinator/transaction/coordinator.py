@@ -7,8 +7,9 @@ transactional id (``partition_for``: the id's partition of
 ``__transaction_state``).  The coordinator keeps one ``TransactionMetadata``
 per id (``state_manager.TransactionStateManager``) and drives it through
 Kafka's state machine (``metadata.TransactionState``; its diagram is in
-``docs/state-diagrams.md``).  This module decides; three neighbours carry
-the decisions out:
+``docs/state-diagrams.md``).  This module makes the decisions; the state
+manager persists them, ``markers.py`` carries out a decided transaction and
+``timeouts.py`` runs the periodic sweeps:
 
 * InitProducerId (``init_producer_id``) registers the id (a new producer id,
   epoch 0, Empty) or bumps its epoch, fencing the previous instance.  If the

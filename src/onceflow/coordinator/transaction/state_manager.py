@@ -14,8 +14,8 @@ cache.  The manager does three things:
 * **append**: ``append_transaction_to_log`` writes a prepared
   ``TxnTransitMetadata`` and, when the store reports the record durable
   (a Complete record: once it is in the log, ``durable=False``, see
-  ``markers.py``), applies it (``complete_transition``) -- but only if the cache still holds
-  the *same* metadata object: a reload in between means the prepared change
+  ``markers.py``), applies it (``complete_transition``) -- but only if the
+  cache still holds the *same* metadata object: a reload in between means the prepared change
   belongs to a previous incarnation, and the caller gets NOT_COORDINATOR
   (Kafka compares coordinator epochs; identity is our single-node
   equivalent).  A failed append clears the pending state (unless the caller

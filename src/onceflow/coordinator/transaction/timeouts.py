@@ -8,9 +8,11 @@ interval after start, as Kafka's):
 
 * ``AbortTimedOutTransactions``, every
   ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: the
-  Ongoing transactions open longer than their timeout (the state manager's
-  ``timed_out_transactions``; one with a change pending is left for the next
-  sweep) are aborted with an epoch bump (Kafka's abortTimedOutTransactions).
+  Ongoing transactions open longer than their timeout (the producer's
+  ``transaction.timeout.ms`` of KIP-98, sent with InitProducerId) are
+  aborted with an epoch bump (Kafka's abortTimedOutTransactions; the state
+  manager's ``timed_out_transactions`` finds them, and one with a change
+  pending is left for the next sweep).
   The bump takes effect in memory first (``prepare_fence_producer_epoch``,
   see ``metadata.py``), so the zombie producer is fenced at once: its next
   AddPartitionsToTxn / EndTxn gets PRODUCER_FENCED.  The abort itself is
