@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test check unit integration fuzz reference-suite bounce chaos bench check-java reference clean
+.PHONY: all install demo test check unit integration fuzz reference-suite bounce chaos bench check-java reference state-diagrams clean
 
 all: test
 
@@ -40,6 +40,11 @@ test: $(STAMP) check-java reference
 check: $(STAMP)
 	$(BIN)/ruff check src
 	$(BIN)/mypy
+
+# docs/state-diagrams.md, drawn from the coordinators' transition tables (tests/unit/test_state_diagrams.py
+# fails while it is stale).
+state-diagrams: $(STAMP)
+	$(BIN)/python scripts/state_diagrams.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ import pytest
 
 from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig
-from onceflow.coordinator.group import records as rec
+from onceflow.coordinator.group import log_records as rec
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.metadata import GroupState
 from onceflow.coordinator.group.types import (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.coordinator.group import records as rec
+from onceflow.coordinator.group import log_records as rec
 from onceflow.coordinator.group.loader import (
     LoadedGroup,
     LoadedOffset,

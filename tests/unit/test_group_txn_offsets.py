@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.coordinator.group import records as rec
+from onceflow.coordinator.group import log_records as rec
 from onceflow.coordinator.group.metadata import GroupState
 from onceflow.coordinator.group.types import (
     FetchedOffset,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from onceflow.coordinator import serde
-from onceflow.coordinator.group import records as group_records
+from onceflow.coordinator.group import log_records as group_records
 from onceflow.coordinator.serde import Reader, RecordDecodeError, Writer
 from onceflow.coordinator.transaction import log_records
 
@@ -17,6 +17,7 @@ flexibility = st.booleans()
 def test_record_modules_share_the_error() -> None:
     assert group_records.RecordDecodeError is RecordDecodeError
     assert log_records.RecordDecodeError is RecordDecodeError
+    assert group_records.UnknownKey is log_records.UnknownKey is serde.UnknownKey
     assert issubclass(RecordDecodeError, ValueError)
 
 

@@ -14,13 +14,8 @@ from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.partitioning import java_string_hashcode
 from onceflow.coordinator.transaction import log_records as rec
-from onceflow.coordinator.transaction.coordinator import (
-    COMPLETION_RETRY_BACKOFF_MS,
-    MARKER_RETRY_BACKOFF_MS,
-    PARKED_MAX_MS,
-    PARKED_MAX_PER_ID,
-    TransactionCoordinator,
-)
+from onceflow.coordinator.transaction.coordinator import PARKED_MAX_MS, PARKED_MAX_PER_ID, TransactionCoordinator
+from onceflow.coordinator.transaction.markers import COMPLETION_RETRY_BACKOFF_MS, MARKER_RETRY_BACKOFF_MS
 from onceflow.coordinator.transaction.metadata import TransactionState
 from onceflow.coordinator.transaction.types import TransactionListing
 from onceflow.protocol.errors import ErrorCode

@@ -1,11 +1,9 @@
-"""Callbacks a coordinator owes, run only once its state is consistent.
+"""The queue of callbacks a coordinator owes (``CoordinatorRuntime.reply`` / ``then``).
 
-Both coordinators answer requests through callbacks.  A callback is never
-called in the middle of a state change: it is *posted* to the outbox, and
-the public method (or ``tick``, or a store's ``done``) flushes the outbox as
-it returns.  A callback that calls back into the coordinator posts more
-work, which the same flush runs; re-entrant flushes are no-ops.  A failing
-callback is logged and does not stop the others.
+When they run, and why, is told in ``runtime.py``.  Here: ``post`` queues,
+``flush`` runs the queue in order, including what the callbacks post while
+it runs; a flush called during a flush does nothing, and a callback that
+raises is logged and does not stop the others.
 """
 
 from __future__ import annotations

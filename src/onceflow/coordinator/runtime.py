@@ -3,21 +3,38 @@
 Theory of operation (Kafka's ``CoordinatorRuntime``, in small, for a
 single-threaded sans-I/O coordinator)
 -------------------------------------------------------------------------
-* **API guard.** Every public call (and ``tick``, and every store
-  completion) runs inside ``api()``; callbacks it owes are *posted* to the
-  outbox (``reply``, ``then``) and run as the guard exits, never half-way
-  through a state change.
+This is the one home of this explanation; the coordinators' modules link
+here rather than retell it.  Both coordinators (``group/coordinator.py``,
+``transaction/coordinator.py``) are called on the broker's event loop
+thread, answer requests through callbacks, and own one ``CoordinatorRuntime``.
+
+* **API guard.** Every public call (and ``tick``, and every store or marker
+  completion) runs inside ``api()`` (``guarded`` wraps a completion in it).
+  Callbacks the coordinator owes are *posted* to the outbox (``reply``) and
+  run as the guard exits, never half-way through a state change:
+  a callback that calls back into the coordinator sees a consistent state,
+  and an immediate error still arrives before the public call returns.
+  ``then`` posts an internal follow-up step, which runs after the callbacks
+  posted before it (the transaction coordinator answers EndTxn before its
+  markers are sent, as Kafka does).  The outbox (``outbox.py``) runs what a
+  callback posts in the same flush; one that raises is logged and does not
+  stop the others.
 * **Waiting writes.** A request that waits on the store is ``register``-ed
   with how shutdown answers it (NOT_COORDINATOR); the store's ``done``
   ``unregister``-s it, and finds nothing if shutdown came first, so every
-  request is answered exactly once (``deferred`` wraps both).
+  request is answered exactly once (``deferred`` wraps both; ``is_waiting``
+  asks whether one still waits).
 * **Timers** are typed keys (small frozen dataclasses, e.g.
-  ``HeartbeatDeadline(group, member)``) mapped to handlers with
-  ``on_timer``; ``tick`` pops what is due and calls each key's handler with
+  ``HeartbeatDeadline(group, member)``) in a ``onceflow.timers.Timers``,
+  mapped to handlers with ``on_timer``; ``tick``, which the broker calls
+  every few milliseconds, pops what is due and calls each key's handler with
   ``now``.  ``next_deadline_ms`` tells the broker when to tick next, and the
   ``on_timer_set`` hook wakes it for an earlier deadline.
-* **Lifetime.** ``active`` turns False at ``shut_down``, which answers the
-  waiting writes and drops the timers.
+* **Lifetime.** ``active`` turns False at ``shut_down``, which runs
+  ``first`` (the group coordinator answers its parked joins and syncs
+  there), answers the waiting writes NOT_COORDINATOR and drops the timers;
+  after that nothing is called.  Completions that arrive later find nothing
+  to answer.
 
 Nothing here reads a clock but the one injected, or does I/O.
 """

@@ -4,8 +4,9 @@ The coordinators persist their state in internal topics (``__consumer_offsets``,
 ``__transaction_state``) whose keys and values are Kafka's *generated
 messages* (``*.json`` schemas), so that Kafka's tools can read our logs and
 we can read theirs.  ``Writer`` and ``Reader`` implement the primitive types
-those messages are made of; the record modules (``group.records``,
-``transaction.log_records``) lay the fields out on top of them.
+those messages are made of; the record modules (``group.log_records``,
+``transaction.log_records``) lay the fields out on top of them, and share
+``RecordDecodeError`` and ``UnknownKey`` from here.
 
 Layouts (all integers big-endian, two's complement):
 
@@ -43,8 +44,9 @@ null where not allowed, invalid UTF-8, an over-long varint) raises
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
-__all__ = ["MAX_STRING_BYTES", "Reader", "RecordDecodeError", "Writer", "uvarint"]
+__all__ = ["MAX_STRING_BYTES", "Reader", "RecordDecodeError", "UnknownKey", "Writer", "uvarint"]
 
 #: The longest string, in bytes of UTF-8, that may be written.
 MAX_STRING_BYTES = 0x7FFF
@@ -52,6 +54,13 @@ MAX_STRING_BYTES = 0x7FFF
 
 class RecordDecodeError(ValueError):
     """Bytes that are not a valid key or value of an internal topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A key of an internal topic whose version this broker does not know."""
+
+    version: int
 
 
 def uvarint(n: int) -> bytes:

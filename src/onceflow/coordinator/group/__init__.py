@@ -2,7 +2,7 @@
 
 * ``types``       what the broker exchanges with the coordinator (``GroupStore``,
                   ``StoredRecord``/``StoredMarker``, results);
-* ``records``     the ``__consumer_offsets`` key/value layout (Kafka's bytes);
+* ``log_records`` the ``__consumer_offsets`` key/value layout (Kafka's bytes);
 * ``metadata``    ``GroupMetadata``: a group's state machine, members and offsets;
 * ``loader``      a ``__consumer_offsets`` partition read back into groups and
                   offsets (a pure function);
@@ -11,6 +11,7 @@
                   Heartbeat, LeaveGroup, rebalances and sessions;
 * ``offsets``     ``OffsetManager``: OffsetCommit, TxnOffsetCommit and transaction
                   completion, OffsetFetch, OffsetDelete, DeleteGroups, expiry;
-* ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with the API
-                  guard, outbox, store appends and timer dispatch.
+* ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with store
+                  appends and timer dispatch on the coordinator runtime
+                  (``coordinator/runtime.py``).
 """

@@ -2,35 +2,20 @@
 
 Theory of operation
 -------------------
-``GroupCoordinator`` (``coordinator.py``) is the facade the broker calls.  The
-work behind it is split the way Kafka splits it (GroupCoordinator /
-GroupMetadataManager in Kafka 3; GroupMetadataManager / OffsetMetadataManager
-behind a coordinator shard in Kafka 4):
-
-* ``membership.MembershipManager``: JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, rebalances and sessions with their timers, and the group
-  metadata records;
-* ``offsets.OffsetManager``: OffsetCommit, TxnOffsetCommit and the
-  transaction markers that settle it, OffsetFetch, OffsetDelete,
-  DeleteGroups, offset expiry and deleted topics;
-* ``loader``: reading a ``__consumer_offsets`` partition back at start-up.
+``GroupCoordinator`` (``coordinator.py``) is the facade the broker calls;
+how the work behind it is split between ``membership.MembershipManager`` and
+``offsets.OffsetManager`` is told there.
 
 The coordinator keeps the plumbing both managers share and lends it to them
 as one ``GroupContext``, built once: the groups (one dict, shared by
 reference), the timers (set and cancelled by the managers, fired by the
-coordinator's ``tick``), and the coordinator's own plumbing as callables:
-
-* ``reply(callback, result)`` posts a callback to the coordinator's outbox;
-  it runs when the public call (or ``tick``, or a store's ``done``) returns,
-  never half-way through a change;
-* ``append(partition, records, done, txn=...)`` writes records to
-  ``__consumer_offsets`` through the ``GroupStore``; ``done`` runs inside the
-  coordinator's API guard, so what it posts is flushed;
-* ``register(answer)`` / ``unregister(op)`` / ``is_waiting(op)`` track the
-  writes a client waits for: ``shutdown`` answers the registered ones with
-  ``answer`` (NOT_COORDINATOR), and a ``done`` that comes later finds its
-  operation gone (``unregister`` says False) and answers nothing;
-* ``is_active()`` is False once the coordinator has shut down.
+coordinator's ``tick``), and the coordinator's own plumbing as callables.
+``reply``, ``register``, ``unregister``, ``is_waiting`` and the timers are
+the coordinator runtime's, whose rules they follow (``coordinator/runtime.py``:
+when a posted callback runs, how shutdown answers a registered write);
+``is_active()`` is its ``active``.  ``append(partition, records, done,
+txn=...)`` writes records to ``__consumer_offsets`` through the
+``GroupStore``; ``done`` runs inside the coordinator's API guard.
 
 The context holds no state of its own: every field is the coordinator's.
 """

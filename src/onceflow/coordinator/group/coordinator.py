@@ -29,27 +29,15 @@ one ``context.GroupContext``.
 Requests that cannot be answered at once are parked as callbacks: JoinGroup
 until the join phase ends, SyncGroup until the leader's assignment is
 persisted (``membership.py``); OffsetCommit, TxnOffsetCommit, DeleteGroups
-and OffsetDelete until the store's ``done`` (``offsets.py``).
-
-Every callback is called exactly once.  Callbacks are never called while
-the coordinator is half-way through a change: they are queued (the outbox)
-and run when the public method (or ``tick``, or the store's ``done``) is
-about to return -- the API guard, ``_api`` -- so a callback that calls back
-into the coordinator sees a consistent state.  Immediate errors therefore
-still arrive before the call returns.  After ``shutdown`` nothing is called
-any more (pending callbacks are answered NOT_COORDINATOR by ``shutdown``
-itself: parked joins and syncs, and the writes registered in ``_inflight``).
-
-Timers are deadlines in ``onceflow.timers.Timers`` (a heap with lazy
-cancellation), set by the managers; the broker calls ``tick`` every few
-milliseconds and ``tick`` fires the due ones:
-
-* ``hb``, ``pending``, ``join``, ``sync``: sessions, member ids handed out
-  with MEMBER_ID_REQUIRED, the end of a join phase, SyncGroup deadlines
-  (``membership.py``);
-* ``expire`` every ``offsets.retention.check.interval.ms``: expired offsets
-  are removed (with tombstones), empty groups with no offsets die
-  (``offsets.py``).
+and OffsetDelete until the store's ``done`` (``offsets.py``).  How they are
+answered -- exactly once, never half-way through a change, NOT_COORDINATOR
+at ``shutdown`` -- and how timers fire is the coordinator runtime's
+(``coordinator/runtime.py``).  The group timers are the keys of
+``context.py``: ``HeartbeatDeadline``, ``PendingMemberDeadline``,
+``JoinDeadline`` and ``SyncDeadline`` (sessions, member ids handed out with
+MEMBER_ID_REQUIRED, the end of a join phase, SyncGroup deadlines:
+``membership.py``) and ``OffsetExpiry`` (every
+``offsets.retention.check.interval.ms``: ``offsets.py``).
 
 The Kafka source this follows is GroupCoordinator.scala, GroupMetadata.scala
 and GroupMetadataManager.scala of Kafka 3.x; rules that are not obvious cite

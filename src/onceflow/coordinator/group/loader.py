@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 from .. import OFFSETS_TOPIC
-from . import records as rec
+from . import log_records as rec
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import OffsetAndMetadata, StoredEntry, StoredMarker, StoredRecord, TopicPartition
 

@@ -25,19 +25,20 @@ Static members (KIP-345) keep their place across restarts under their
 ``group.instance.id``; a member without an id may be handed one with
 MEMBER_ID_REQUIRED and made to come back with it (KIP-394).
 
-Timers (keys in the shared ``Timers``; the coordinator's ``tick`` fires them
-and calls the ``on_*_deadline`` methods):
+Timers (keys of ``context.py``, fired by the coordinator runtime's ``tick``,
+see ``coordinator/runtime.py``; each calls an ``on_*_deadline`` method):
 
-* ``hb``      a member's session: no heartbeat (or join/sync/commit) before
-              it, the member is removed and the group rebalances.  Members
-              parked in a join or sync are not expired by it (the rebalance
-              protects them); a *new* member's join times out after
-              NEW_MEMBER_JOIN_TIMEOUT_MS instead.
-* ``pending`` a member id handed out with MEMBER_ID_REQUIRED (KIP-394) is
-              forgotten if not used within the session timeout.
-* ``join``    the end of the join phase (rebalance timeout, or the initial delay).
-* ``sync``    members that received a join response but send no SyncGroup
-              within the rebalance timeout are removed (KAFKA-12890).
+* ``HeartbeatDeadline``      a member's session: no heartbeat (or
+  join/sync/commit) before it, the member is removed and the group
+  rebalances.  Members parked in a join or sync are not expired by it (the
+  rebalance protects them); a *new* member's join times out after
+  NEW_MEMBER_JOIN_TIMEOUT_MS instead.
+* ``PendingMemberDeadline``  a member id handed out with MEMBER_ID_REQUIRED
+  (KIP-394) is forgotten if not used within the session timeout.
+* ``JoinDeadline``           the end of the join phase (rebalance timeout, or
+  the initial delay).
+* ``SyncDeadline``           members that received a join response but send
+  no SyncGroup within the rebalance timeout are removed (KAFKA-12890).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 
 from ...config import GROUP_INITIAL_REBALANCE_DELAY_MS, GROUP_MAX_SESSION_TIMEOUT_MS, GROUP_MAX_SIZE, GROUP_MIN_SESSION_TIMEOUT_MS
 from ...protocol.errors import ErrorCode
-from . import records as rec
+from . import log_records as rec
 from .context import GroupContext, HeartbeatDeadline, JoinDeadline, PendingMemberDeadline, SyncDeadline
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import JoinResult, LeaveMember, LeaveResult, SyncResult

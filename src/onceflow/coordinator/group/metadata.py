@@ -2,10 +2,11 @@
 
 Theory of operation: a group moves through five states (``GroupState``).
 The legal moves are data -- ``VALID_PREVIOUS_STATES``, copied from Kafka's
-GroupMetadata.scala -- and every move goes through ONE choke point,
-``GroupMetadata.transition_to``, which raises ``IllegalGroupTransition`` on
-an illegal move and stamps the time of the change (offset expiry counts from
-the moment a group became Empty, Kafka 2.1+ / KIP-211).
+GroupMetadata.scala, drawn in ``docs/state-diagrams.md`` -- and every move
+goes through ONE choke point, ``GroupMetadata.transition_to``, which raises
+``IllegalGroupTransition`` on an illegal move and stamps the time of the
+change (offset expiry counts from the moment a group became Empty, Kafka
+2.1+ / KIP-211).
 
 Nothing in this module does I/O, reads a clock or fires a timer: it is the
 bookkeeping the coordinator drives (membership in ``membership.py``,

@@ -13,9 +13,9 @@ member and to restart that member's session.  Each group's offsets live in
 ``__consumer_offsets`` and applies them once they are durable.
 
 OffsetCommit, TxnOffsetCommit, DeleteGroups and OffsetDelete are answered
-when the store's ``done`` says their records are durable; they are
-registered with the coordinator, whose ``shutdown`` answers them
-NOT_COORDINATOR if ``done`` has not come by then.
+when the store's ``done`` says their records are durable; until then they
+are the runtime's waiting writes (``coordinator/runtime.py``), which
+``shutdown`` answers NOT_COORDINATOR.
 
 Acknowledgements are numbered (``_next_seq``): on one partition the store
 acknowledges appends in log order, so the numbers order a group's records
@@ -69,7 +69,7 @@ unacknowledged TxnOffsetCommits NOT_COORDINATOR like other writes.
 
 Removing offsets writes tombstones (Kafka's cleanupGroupMetadata,
 ``_cleanup_group``): an Empty group left with no offsets dies, and its
-metadata record gets a tombstone too.  The ``expire`` timer runs every
+metadata record gets a tombstone too.  The ``OffsetExpiry`` timer runs every
 ``offsets.retention.check.interval.ms`` (first at start-up, as in Kafka).
 """
 
@@ -83,7 +83,7 @@ from ...config import OFFSET_METADATA_MAX_BYTES, OFFSETS_RETENTION_CHECK_INTERVA
 from ...protocol.errors import ErrorCode
 from .. import OFFSETS_TOPIC
 from . import loader
-from . import records as rec
+from . import log_records as rec
 from .context import GroupContext, OffsetExpiry, Record
 from .membership import MembershipManager, validate_member_generation
 from .metadata import GroupMetadata, GroupState, PendingTxnOffset
@@ -538,7 +538,7 @@ class OffsetManager:
     # ================================================================ expiry, deleted topics
 
     def expire_offsets(self, now: int) -> None:
-        """The ``expire`` timer (Kafka's cleanupGroupMetadata run by offsets.retention.check.interval.ms)."""
+        """The ``OffsetExpiry`` timer (Kafka's cleanupGroupMetadata run by offsets.retention.check.interval.ms)."""
         retention_ms = self._ctx.config[OFFSETS_RETENTION_MINUTES] * 60_000
         tombstones: dict[int, list[Record]] = {}
         removed_total = 0

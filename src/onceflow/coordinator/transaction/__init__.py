@@ -6,7 +6,11 @@
                     prepare -> persist -> complete protocol of one transactional id;
 * ``log_records``   the ``__transaction_state`` key/value layout (Kafka's bytes);
 * ``state_manager`` the metadata cache, log appends, loading, expiration;
-* ``coordinator``   ``TransactionCoordinator``: InitProducerId, AddPartitionsToTxn,
-                    AddOffsetsToTxn, EndTxn, markers, timeouts, KIP-664, KIP-890
-                    part 1 verification.
+* ``coordinator``   ``TransactionCoordinator``, the decisions: InitProducerId,
+                    AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, KIP-664, KIP-890
+                    part 1 verification;
+* ``markers``       ``TransactionMarkerChannelManager``: a decided transaction's
+                    markers, their retries, then its Complete record;
+* ``timeouts``      ``TransactionTimeouts``: aborting timed-out transactions and
+                    expiring idle transactional ids.
 """

@@ -1,4 +1,4 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator, sans I/O).
+"""The transaction coordinator (Kafka's TransactionCoordinator, sans I/O): the decisions.
 
 Theory of operation
 -------------------
@@ -6,7 +6,10 @@ A transactional producer talks to the coordinator that owns its
 transactional id (``partition_for``: the id's partition of
 ``__transaction_state``).  The coordinator keeps one ``TransactionMetadata``
 per id (``state_manager.TransactionStateManager``) and drives it through
-Kafka's state machine (``metadata.TransactionState``):
+Kafka's state machine (``metadata.TransactionState``; its diagram is in
+``docs/state-diagrams.md``).  This module makes the decisions; the state
+manager persists them, ``markers.py`` carries out a decided transaction and
+``timeouts.py`` runs the periodic sweeps:
 
 * InitProducerId (``init_producer_id``) registers the id (a new producer id,
   epoch 0, Empty) or bumps its epoch, fencing the previous instance.  If the
@@ -19,48 +22,37 @@ Kafka's state machine (``metadata.TransactionState``):
   its identity (KIP-360 retries).
 * AddPartitionsToTxn / AddOffsetsToTxn (``add_partitions``, ``add_offsets``)
   make the id Ongoing and record the partitions; the transaction's timeout
-  runs from the first partition added.
+  runs from the first partition added.  One that arrives while the previous
+  transaction is completing waits for it, briefly (``_park``).
 * EndTxn (``end_txn``) persists PrepareCommit/PrepareAbort -- the point of no
-  return -- answers the producer, writes a COMMIT/ABORT marker to every
-  partition through the ``MarkerWriter`` and, when all are durable, appends
-  CompleteCommit/CompleteAbort (applied once in the log: it promises
-  nothing, see ``_append_completion``).  Markers that fail are retried after
-  ``MARKER_RETRY_BACKOFF_MS``; a partition that no longer exists counts as
-  done.
+  return -- answers the producer, and hands the transaction to
+  ``markers.TransactionMarkerChannelManager``, which writes a COMMIT/ABORT
+  marker to every partition and then the CompleteCommit/CompleteAbort
+  record, retrying until both are written.
 * The produce path and TxnOffsetCommit ask ``partition_in_transaction``
   whether a transactional write may be appended to a partition (KIP-890
   part 1 verification).
+* ``timeouts.TransactionTimeouts`` aborts the transactions open past their
+  timeout (through this module's EndTxn path, with a fenced epoch) and
+  expires idle transactional ids.
+* DescribeTransactions / ListTransactions (KIP-664) read the cache.
 
 Every change follows prepare -> persist -> complete (``metadata.py``): the
 metadata is only changed once the store reports its record durable (a
-Complete record: once it is in the log, see ``_append_completion``); while a
-change is pending other requests for the id get CONCURRENT_TRANSACTIONS.
+Complete record: once it is in the log, see ``markers.py``); while a change
+is pending other requests for the id get CONCURRENT_TRANSACTIONS.
 
 Loading (``load_partition``) replays a partition and rolls forward what was
 decided: a transaction found in PrepareCommit/PrepareAbort gets its markers
 (re)written and then its Complete record.  Ongoing transactions just wait for
 their timeout.
 
-Callbacks are called exactly once.  They are queued and run when the public
-method (or ``tick``, or a store / marker completion) is about to return, so
-a callback that calls back into the coordinator sees a consistent state;
-internal follow-up steps queued at the same time run after them (EndTxn is
-answered before its markers are sent, as Kafka does).  After ``shutdown``
-nothing is called any more: pending callbacks are answered NOT_COORDINATOR
-by ``shutdown`` itself.
-
-Timers are deadlines in ``onceflow.timers.Timers``; the broker calls
-``tick`` every few milliseconds (``next_deadline_ms`` says when it must):
-
-* ``abort``    every transaction.abort.timed.out.transaction.cleanup.interval.ms:
-               Ongoing transactions open longer than their timeout are aborted
-               with an epoch bump, so the zombie producer is fenced (its next
-               AddPartitions/EndTxn gets PRODUCER_FENCED).
-* ``expire``   every transaction.remove.expired.transaction.cleanup.interval.ms:
-               ids idle for transactional.id.expiration.ms in Empty /
-               CompleteCommit / CompleteAbort are removed (tombstones).
-* ``markers``  retry of a transaction's failed markers.
-* ``complete`` retry of a Complete record whose append failed.
+Every public method, store and marker completion and timer runs on the
+coordinator runtime (``coordinator/runtime.py``: callbacks answered exactly
+once through the outbox, shutdown answering what waits NOT_COORDINATOR,
+typed timers fired by ``tick``).  EndTxn is answered before its markers are
+sent, as Kafka does: the markers start as an internal step (``then``),
+queued after the answer.
 
 This implements transaction version 0 as Kafka 3.x/4.x serve it to clients
 that do not use KIP-890 part 2 (EndTxn does not bump the epoch).  Errors are
@@ -80,9 +72,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...clock import Clock
-from ...config import TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS, TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS, BrokerConfig
+from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
 from ..runtime import CoordinatorRuntime
+from .markers import TransactionMarkerChannelManager
 from .metadata import (
     TransactionMetadata,
     TransactionState,
@@ -91,6 +84,7 @@ from .metadata import (
     is_epoch_exhausted,
 )
 from .state_manager import TransactionStateManager
+from .timeouts import TransactionTimeouts
 from .types import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -106,39 +100,11 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 
-#: Back-off before markers that failed are written again (Kafka's marker
-#: sender retries on its next poll, after the network client's back-off).
-MARKER_RETRY_BACKOFF_MS = 100
-#: Back-off before a Complete record whose append failed retriably is appended again.
-COMPLETION_RETRY_BACKOFF_MS = 100
 #: How long an AddPartitionsToTxn / AddOffsetsToTxn may wait for the id's previous transaction
 #: to complete before it is answered CONCURRENT_TRANSACTIONS after all (see ``_park``).
 PARKED_MAX_MS = 500
 #: At most this many requests of one id wait at once; more are answered at once.
 PARKED_MAX_PER_ID = 8
-
-@dataclass(frozen=True, slots=True)
-class AbortTimedOutTransactions:
-    """Timer: abort the transactions past their timeout (every cleanup interval)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExpireTransactionalIds:
-    """Timer: remove transactional ids idle past transactional.id.expiration.ms."""
-
-
-@dataclass(frozen=True, slots=True)
-class MarkerRetry:
-    """Timer: write the markers of a completing transaction again."""
-
-    transactional_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionRetry:
-    """Timer: append the Complete record of a transaction again."""
-
-    transactional_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,33 +121,8 @@ class _Parked:
     retry: Callable[[], None]
     give_up: Callable[[], None]
 
-#: Marker outcomes after which the partition needs no marker any more.
-_MARKER_DONE = frozenset(
-    {
-        ErrorCode.none,
-        # The partition is gone (Kafka: no leader any more -> "likely deleted").
-        ErrorCode.unknown_topic_or_partition,
-        # Kafka: the producer could not have written there either.
-        ErrorCode.unsupported_for_message_format,
-        ErrorCode.unsupported_version,
-    }
-)
-#: Marker outcomes that make the whole marker round obsolete (Kafka stops sending).
-_MARKER_OBSOLETE = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced})
 
 InitProducerIdCallback = Callable[[ErrorCode, int, int], None]
-
-
-@dataclass(eq=False)
-class _PendingCompletion:
-    """A transaction whose Prepare record is durable, on its way to Complete
-    (Kafka's PendingCompleteTxn)."""
-
-    transactional_id: str
-    metadata: TransactionMetadata
-    #: The prepared CompleteCommit / CompleteAbort transition.
-    transit: TxnTransitMetadata
-    commit: bool
 
 
 class TransactionCoordinator:
@@ -199,24 +140,19 @@ class TransactionCoordinator:
         self._config = config
         self._clock = clock
         self._producer_ids = producer_ids
-        self._markers = markers
         self._coordinator_epoch = coordinator_epoch
         self._runtime = runtime = CoordinatorRuntime("transaction coordinator", log, clock, on_timer_set)
         self._timers = runtime.timers
         self._state = TransactionStateManager(config, clock, store, guard=runtime.guarded)
-        #: Transactions whose markers are being written (Kafka's transactionsWithPendingMarkers).
-        self._pending_markers: dict[str, _PendingCompletion] = {}
-        #: Complete records waiting to be appended again.
-        self._completion_retries: dict[str, _PendingCompletion] = {}
+        self._markers = TransactionMarkerChannelManager(runtime, self._state, markers, coordinator_epoch,
+                                                        on_completed=self._resume_parked)
         #: Requests waiting for their id's transaction to complete (``_park``).
         self._parked: dict[str, list[_Parked]] = {}
-        now = clock.now_ms()
-        self._timers.set(AbortTimedOutTransactions(), now + self._abort_interval_ms)
-        self._timers.set(ExpireTransactionalIds(), now + self._expire_interval_ms)
-        runtime.on_timer(AbortTimedOutTransactions, self._on_abort_timer)
-        runtime.on_timer(ExpireTransactionalIds, self._on_expire_timer)
-        runtime.on_timer(MarkerRetry, self._on_marker_retry)
-        runtime.on_timer(CompletionRetry, self._on_completion_retry)
+        self._timeouts = TransactionTimeouts(
+            config, runtime, self._state,
+            abort=lambda tid, producer_id, producer_epoch, done: self._end_transaction(
+                tid, producer_id, producer_epoch, commit=False, from_client=False, done=done),
+        )
         runtime.on_timer(ParkedExpiry, self._on_parked_expiry)
 
     # ================================================================ plumbing (coordinator/runtime.py)
@@ -227,9 +163,6 @@ class TransactionCoordinator:
 
     def _api(self) -> Any:
         return self._runtime.api()
-
-    def _guarded(self, fn: Callable[[], None]) -> None:
-        self._runtime.guarded(fn)
 
     def _reply(self, callback: Callable[..., None], *args: Any) -> None:
         self._runtime.reply(callback, *args)
@@ -254,14 +187,6 @@ class TransactionCoordinator:
         except Exception:
             log.exception("producer id allocation failed")
             return ErrorCode.unknown_server_error
-
-    @property
-    def _abort_interval_ms(self) -> int:
-        return self._config[TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS]
-
-    @property
-    def _expire_interval_ms(self) -> int:
-        return self._config[TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS]
 
     # ================================================================ inspection
 
@@ -289,11 +214,7 @@ class TransactionCoordinator:
             if not self._active:
                 log.warning("not loading __transaction_state-%d: the coordinator is shut down", partition)
                 return
-            # Kafka's onElection: forget marker work left from an earlier load of the partition.
-            for pending_map, timer in ((self._pending_markers, MarkerRetry), (self._completion_retries, CompletionRetry)):
-                for tid in [t for t in pending_map if self.partition_for(t) == partition]:
-                    del pending_map[tid]
-                    self._timers.cancel(timer(tid))
+            self._markers.forget_partition(partition)
             loaded = self._state.load_partition(partition, records)
             for tid in [t for t in self._parked if self.partition_for(t) == partition]:
                 self._resume_parked(tid)  # answered from what the load found
@@ -304,7 +225,7 @@ class TransactionCoordinator:
                     transit = md.prepare_complete(now)
                     log.info("rolling forward the %s of transactional id %r after loading partition %d",
                              "commit" if commit else "abort", md.transactional_id, partition)
-                    self._then(functools.partial(self._start_markers, md.transactional_id, md, transit, commit))
+                    self._then(functools.partial(self._markers.start, md.transactional_id, md, transit, commit))
 
     # ================================================================ InitProducerId
 
@@ -699,136 +620,9 @@ class TransactionCoordinator:
         elif md.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
             transit = md.prepare_complete(self._now())
             done(ErrorCode.none)
-            self._then(lambda: self._start_markers(transactional_id, md, transit, commit))
+            self._then(lambda: self._markers.start(transactional_id, md, transit, commit))
         else:
             done(self._invalid_end_state(md, commit))
-
-    # ================================================================ markers and completion
-
-    def _start_markers(self, transactional_id: str, md: TransactionMetadata, transit: TxnTransitMetadata,
-                       commit: bool) -> None:
-        if not self._active or self._state.get(transactional_id) is not md:
-            return
-        pending = _PendingCompletion(transactional_id, md, transit, commit)
-        previous = self._pending_markers.get(transactional_id)
-        if previous is not None:
-            log.info("replacing pending markers of transactional id %r", transactional_id)
-        self._pending_markers[transactional_id] = pending
-        self._timers.cancel(MarkerRetry(transactional_id))
-        self._send_markers(pending)
-
-    def _send_markers(self, pending: _PendingCompletion) -> None:
-        md = pending.metadata
-        partitions = frozenset(md.topic_partitions)
-        if not partitions:
-            self._maybe_write_completion(pending)
-            return
-        log.debug("writing %s markers of transactional id %r (producer %d epoch %d) to %s",
-                  "COMMIT" if pending.commit else "ABORT", pending.transactional_id, md.producer_id,
-                  md.producer_epoch, sorted(partitions))
-        self._markers.write_markers(
-            md.producer_id,
-            md.producer_epoch,
-            self._coordinator_epoch,
-            pending.commit,
-            partitions,
-            lambda results: self._guarded(lambda: self._on_markers_written(pending, partitions, results)),
-        )
-
-    def _on_markers_written(
-        self,
-        pending: _PendingCompletion,
-        sent: frozenset[TopicPartition],
-        results: dict[TopicPartition, ErrorCode],
-    ) -> None:
-        tid = pending.transactional_id
-        if not self._active or self._pending_markers.get(tid) is not pending:
-            return  # cancelled (reload, shutdown)
-        md = pending.metadata
-        if self._state.get(tid) is not md:
-            del self._pending_markers[tid]
-            return
-        retry: list[TopicPartition] = []
-        obsolete: ErrorCode | None = None
-        for tp in sorted(sent):
-            error = results.get(tp)
-            if error is None:
-                log.warning("marker outcome for %s of transactional id %r missing; retrying it", tp, tid)
-                retry.append(tp)
-            elif error in _MARKER_DONE:
-                if error is not ErrorCode.none:
-                    log.info("marker for %s of transactional id %r: %s; the partition no longer needs it",
-                             tp, tid, error.name)
-                md.remove_partition(tp)
-            elif error in _MARKER_OBSOLETE:
-                obsolete = error
-            else:
-                log.info("marker for %s of transactional id %r failed: %s; retrying", tp, tid, error.name)
-                retry.append(tp)
-        if obsolete is not None:
-            # Kafka's TransactionMarkerRequestCompletionHandler: the markers are
-            # obsolete; stop sending (a reload of the partition completes it).
-            log.error("markers of transactional id %r failed permanently (%s); no more markers are sent",
-                      tid, obsolete.name)
-            del self._pending_markers[tid]
-            return
-        if retry:
-            self._timers.set(MarkerRetry(tid), self._now() + MARKER_RETRY_BACKOFF_MS)
-            return
-        self._maybe_write_completion(pending)
-
-    def _maybe_write_completion(self, pending: _PendingCompletion) -> None:
-        if pending.metadata.topic_partitions:
-            return
-        tid = pending.transactional_id
-        if self._pending_markers.get(tid) is pending:
-            del self._pending_markers[tid]
-        self._append_completion(pending)
-
-    def _append_completion(self, pending: _PendingCompletion) -> None:
-        """Append the Complete record; retried until it is in the log.
-
-        It is applied once it is in the log, not once it is durable
-        (``durable=False``): it promises nothing to anyone.  The outcome was
-        promised when the Prepare record became durable, and every marker is
-        durable before Complete is written, so a crash that loses Complete
-        only makes the next load roll the transaction forward again (the
-        markers are written twice; partitions accept that).  Whatever the
-        coordinator does next that promises something -- the next
-        transaction's Ongoing, an epoch bump, a tombstone -- is a later record
-        of the same partition, and the fsync that makes it durable makes
-        Complete durable first.  This takes one fsync round off the path from
-        one transaction to the next, the path a producer committing in a loop
-        waits on.  (Kafka applies Complete once it is replicated; it never
-        waits for a disk.)
-
-        Kafka retries COORDINATOR_NOT_AVAILABLE and gives up on NOT_COORDINATOR
-        (the broker that loads the partition next rolls the transaction
-        forward).  A single node has no such successor: as long as the cache
-        still holds this metadata we keep retrying every error (a reload of
-        the partition replaces the metadata and takes over).
-        """
-        tid = pending.transactional_id
-        if not self._active or self._state.get(tid) is not pending.metadata:
-            return
-
-        def on_appended(error: ErrorCode) -> None:
-            if error is ErrorCode.none:
-                log.debug("completed the transaction of transactional id %r: %s", tid, pending.transit.txn_state)
-                self._resume_parked(tid)
-                return
-            if self._state.get(tid) is not pending.metadata:
-                log.info("transactional id %r was reloaded while appending %s; the load completes it",
-                         tid, pending.transit.txn_state)
-                return
-            level = logging.INFO if error is ErrorCode.coordinator_not_available else logging.WARNING
-            log.log(level, "appending %s for transactional id %r failed (%s); retrying",
-                    pending.transit.txn_state, tid, error.name)
-            self._completion_retries[tid] = pending
-            self._timers.set(CompletionRetry(tid), self._now() + COMPLETION_RETRY_BACKOFF_MS)
-
-        self._state.append_transaction_to_log(tid, pending.transit, on_appended, retry_on_error=lambda error: True,
-                                              durable=False)
 
     # ================================================================ KIP-664
 
@@ -884,47 +678,6 @@ class TransactionCoordinator:
     def next_deadline_ms(self) -> int | None:
         return self._runtime.next_deadline_ms()
 
-    def _on_abort_timer(self, _: AbortTimedOutTransactions, now: int) -> None:
-        self._abort_timed_out_transactions(now)
-        self._timers.set(AbortTimedOutTransactions(), now + self._abort_interval_ms)
-
-    def _on_expire_timer(self, _: ExpireTransactionalIds, now: int) -> None:
-        self._state.remove_expired_transactional_ids(now)
-        self._timers.set(ExpireTransactionalIds(), now + self._expire_interval_ms)
-
-    def _on_marker_retry(self, key: MarkerRetry, now: int) -> None:
-        pending = self._pending_markers.get(key.transactional_id)
-        if pending is not None and self._state.get(key.transactional_id) is pending.metadata:
-            self._send_markers(pending)
-
-    def _on_completion_retry(self, key: CompletionRetry, now: int) -> None:
-        pending = self._completion_retries.pop(key.transactional_id, None)
-        if pending is not None:
-            self._append_completion(pending)
-
-    def _abort_timed_out_transactions(self, now: int) -> None:
-        """Kafka's abortTimedOutTransactions: fence the epoch, then abort."""
-        for md in self._state.timed_out_transactions(now):
-            if md.pending_transition_in_progress:
-                continue
-            tid = md.transactional_id
-            log.info("aborting transaction of transactional id %r (producer %d epoch %d): open for %d ms, "
-                     "timeout %d ms", tid, md.producer_id, md.producer_epoch, now - md.txn_start_timestamp,
-                     md.txn_timeout_ms)
-            fence = md.prepare_fence_producer_epoch()
-            self._end_transaction(tid, fence.producer_id, fence.producer_epoch, commit=False, from_client=False,
-                                  done=functools.partial(self._on_timeout_abort_done, tid))
-
-    @staticmethod
-    def _on_timeout_abort_done(transactional_id: str, error: ErrorCode) -> None:
-        if error is ErrorCode.none:
-            log.info("rolled back the timed-out transaction of transactional id %r", transactional_id)
-        elif error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced,
-                       ErrorCode.concurrent_transactions):
-            log.debug("rollback of the timed-out transaction of %r cancelled: %s", transactional_id, error.name)
-        else:
-            log.warning("rollback of the timed-out transaction of %r failed: %s", transactional_id, error.name)
-
     # ================================================================ shutdown
 
     def shutdown(self) -> None:
@@ -933,5 +686,4 @@ class TransactionCoordinator:
             if not self._runtime.shut_down():
                 return
             self._state.shutdown()
-            self._pending_markers.clear()
-            self._completion_retries.clear()
+            self._markers.shutdown()

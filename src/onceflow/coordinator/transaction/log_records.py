@@ -37,7 +37,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..serde import Reader, RecordDecodeError, Writer
+from ..serde import Reader, RecordDecodeError, UnknownKey, Writer
 
 __all__ = [
     "KEY_VERSION",
@@ -65,13 +65,6 @@ _TAG_CLIENT_TRANSACTION_VERSION = 2
 @dataclass(frozen=True, slots=True)
 class TransactionLogKey:
     transactional_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class UnknownKey:
-    """A key whose version this broker does not know."""
-
-    version: int
 
 
 @dataclass(frozen=True, slots=True)

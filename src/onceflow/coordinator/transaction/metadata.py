@@ -5,7 +5,8 @@ Theory of operation
 A transactional id moves through the eight states of ``TransactionState``
 (Kafka's TransactionState.scala; the byte of each state is what
 ``__transaction_state`` stores).  The legal moves are data,
-``VALID_PREVIOUS_STATES``, copied from Kafka, and every move goes through
+``VALID_PREVIOUS_STATES``, copied from Kafka (drawn in
+``docs/state-diagrams.md``), and every move goes through
 ONE choke point, ``TransactionMetadata._prepare_transition_to``, which
 raises ``IllegalTransactionTransition`` on an illegal move.
 
@@ -18,11 +19,13 @@ completeTransitionTo):
    coordinator answers other requests for the id with CONCURRENT_TRANSACTIONS
    (and a second prepare raises: that would be a coordinator bug).
 2. *persist*: the coordinator appends the transit to ``__transaction_state``.
-3. *complete*: when the append is durable, ``complete_transition`` re-checks
+3. *complete*: when the append is durable (a Complete record: once it is in
+   the log, see ``markers.py``), ``complete_transition`` re-checks
    the invariants Kafka checks (same producer id, epoch either equal or a
    valid bump, partitions only growing while Ongoing, ...) and applies the
-   transit; if the append failed, the coordinator clears ``pending_state``
-   instead and the metadata is exactly as before.
+   transit; if the append failed, the state manager (``state_manager.py``)
+   clears ``pending_state`` instead (unless the append is to be retried, as
+   a Complete record's is) and the metadata is exactly as before.
 
 The one exception is Kafka's epoch fence (``prepare_fence_producer_epoch``
 followed by ``prepare_abort_after_epoch_fence``): to abort a transaction on

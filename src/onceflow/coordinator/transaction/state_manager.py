@@ -12,22 +12,24 @@ cache.  The manager does three things:
   coordinator) then rolls transactions found in PrepareCommit/PrepareAbort
   forward.
 * **append**: ``append_transaction_to_log`` writes a prepared
-  ``TxnTransitMetadata`` and, when the store reports the record durable,
-  applies it (``complete_transition``) -- but only if the cache still holds
-  the *same* metadata object: a reload in between means the prepared change
+  ``TxnTransitMetadata`` and, when the store reports the record durable
+  (a Complete record: once it is in the log, ``durable=False``, see
+  ``markers.py``), applies it (``complete_transition``) -- but only if the
+  cache still holds the *same* metadata object: a reload in between means the prepared change
   belongs to a previous incarnation, and the caller gets NOT_COORDINATOR
   (Kafka compares coordinator epochs; identity is our single-node
   equivalent).  A failed append clears the pending state (unless the caller
   will retry it) and reports Kafka's mapped error.
-* **housekeeping queries**: which Ongoing transactions are past their
-  timeout (``timed_out_transactions``), and removing transactional ids idle
-  for ``transactional.id.expiration.ms`` in Empty/CompleteCommit/
-  CompleteAbort (``remove_expired_transactional_ids``: the metadata is
-  pending Dead while its tombstone is written, then leaves the cache).
+* **housekeeping queries**, for the sweeps of ``timeouts.py``: which
+  Ongoing transactions are past their timeout (``timed_out_transactions``),
+  and removing transactional ids idle for ``transactional.id.expiration.ms``
+  in Empty/CompleteCommit/CompleteAbort (``remove_expired_transactional_ids``:
+  the metadata is pending Dead while its tombstone is written, then leaves
+  the cache).
 
-Store completions arrive through ``guard`` (the coordinator runs them inside
-its public-call bracket, so that queued callbacks are flushed); after
-``shutdown`` they are ignored.
+Store completions arrive through ``guard`` (the coordinator runtime's
+``guarded``, see ``coordinator/runtime.py``); after ``shutdown`` they are
+ignored.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class TxnLogStore(Protocol):
         partition's log, ordered before every later record of the partition;
         it becomes durable with them (or on its own, shortly).  Only a record
         that promises nothing to anyone may be applied so (a Complete record,
-        see the coordinator).
+        see ``markers.py``).
         """
         ...
 

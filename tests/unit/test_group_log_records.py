@@ -1,4 +1,4 @@
-"""``__consumer_offsets`` record encoding (records.py)."""
+"""``__consumer_offsets`` record encoding (log_records.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.coordinator.group import records as rec
+from onceflow.coordinator.group import log_records as rec
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)

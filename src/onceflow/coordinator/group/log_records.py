@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..serde import Reader, RecordDecodeError, Writer
+from ..serde import Reader, RecordDecodeError, UnknownKey, Writer
 
 __all__ = [
     "GroupMetadataKey",
@@ -70,13 +70,6 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
-
-
-@dataclass(frozen=True, slots=True)
-class UnknownKey:
-    """A key whose version is neither an offset commit's nor a group's."""
-
-    version: int
 
 
 @dataclass(frozen=True, slots=True)
