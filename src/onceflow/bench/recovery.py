@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..broker.process import BrokerProcess
+from ..broker.process import FAST_GROUPS, BrokerProcess
 from ..config import BrokerConfig, TopicConfig
 from ..log.partition_log import PartitionLog
 from ..records.builder import build_batch
@@ -76,17 +76,17 @@ def bench_recovery(log_mib: int, segment_mib: int, record_size: int) -> Result:
 def bench_restart(log_mib: int, partitions: int, record_size: int, segment_mib: int) -> list[Result]:
     """The broker's restart times, empty and then with ``log_mib`` of data: clean and after SIGKILL."""
     directory = Path(tempfile.mkdtemp(prefix="onceflow-bench-restart-"))
-    broker = BrokerProcess(directory / "data", overrides={"log.segment.bytes": str(segment_mib << 20)},
-                           log_path=directory / "broker.log")
+    broker = BrokerProcess(directory / "data", {**FAST_GROUPS, "log.segment.bytes": str(segment_mib << 20)},
+                           log_path=directory / "broker.log", log_level="WARNING")
     results: list[Result] = []
     try:
         broker.start()
         results.append(_timed_restart(broker, "clean restart, empty", 0, clean=True))
-        create_topic(broker.bootstrap, "restart", partitions)
+        create_topic(broker.bootstrap_servers, "restart", partitions)
         written = 0
         while written < log_mib << 20:
             seconds = max(1.0, ((log_mib << 20) - written) / 250e6)
-            written += bench_produce(broker.bootstrap, "restart", record_size, seconds, "all", 5).bytes
+            written += bench_produce(broker.bootstrap_servers, "restart", record_size, seconds, "all", 5).bytes
         shape = f"{written / 2**20:,.0f} MiB in {partitions} partitions"
         results.append(_timed_restart(broker, f"clean restart, {shape}", written, clean=True))
         results.append(_timed_restart(broker, f"restart after SIGKILL, {shape}", written, clean=False))

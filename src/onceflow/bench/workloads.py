@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ..broker.process import BrokerProcess
 from .procstat import cpu_seconds
 
 DEFAULT_PARTITIONS = 6
 DEFAULT_RECORD_SIZE = 1024
-READY_TIMEOUT_S = 60
 TIMEOUT_S = 120
 
 
@@ -61,12 +56,6 @@ def median_result(name: str, runs: list[Result]) -> Result:
     keys = set.intersection(*(set(r.extra) for r in runs))
     extra = {k: round(statistics.median(r.extra[k] for r in runs), 3) for k in middle.extra if k in keys}
     return Result(name, middle.records, middle.bytes, middle.seconds, extra, middle.rated)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 #: The brokers a benchmark can start: Onceflow (every acks=all write fsynced before it is
@@ -112,39 +101,10 @@ def started_broker(name: str = "onceflow", overrides: list[str] | None = None) -
             pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
             yield BenchBroker(name, cluster.bootstrap_servers, pids)
         return
-    data_dir = tempfile.mkdtemp(prefix="onceflow-bench-")
-    port = free_port()
-    cmd = [sys.executable, "-m", "onceflow", "--log-level", "WARNING", "broker", "--data-dir", data_dir,
-           "--listen", f"127.0.0.1:{port}"]
-    for key, value in settings.items():
-        cmd += ["-o", f"{key}={value}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        line = ""
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line or "ready on" in line:
-                break
-        if "ready on" not in line:
-            raise RuntimeError("the broker did not start")
-        yield BenchBroker(name, f"127.0.0.1:{port}", (proc.pid,))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def broker_process(overrides: list[str] | None = None) -> Iterator[str]:
-    """Run ``onceflow broker`` in a child process on a free port; yield its address."""
-    with started_broker("onceflow", overrides) as broker:
-        yield broker.bootstrap
+    # The broker's warnings go where the benchmark's progress does.
+    with BrokerProcess(overrides=settings, log_level="WARNING", log_to_stderr=True) as broker:
+        assert broker.proc is not None
+        yield BenchBroker(name, broker.bootstrap_servers, (broker.proc.pid,))
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

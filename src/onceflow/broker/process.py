@@ -1,13 +1,20 @@
-"""``onceflow broker`` as a child process, for the tools that fault it: the demos and ``onceflow chaos``.
+"""``onceflow broker`` as a child process: the one way the tests, the benchmarks, ``onceflow chaos``
+and the demos start a broker, and ``free_port``, the one way they pick a loopback port.
 
 Theory of operation: the broker runs as ``python -m onceflow broker`` on a loopback port chosen
 once, so a restart serves the same address and the same data directory, as a restarted Kafka
-broker does.  ``start`` waits for the ``onceflow broker ready on`` line the CLI prints once it
-accepts connections.  The faults are signals: ``kill`` is SIGKILL (no shutdown code, no flush:
-what recovery must survive), ``pause``/``resume`` are SIGSTOP/SIGCONT (a broker that stops
-answering but keeps its sockets, like a long GC pause or a frozen VM).  ``env`` is added to the
-next start's environment, which is how ``ONCEFLOW_FAULT`` crash points (``onceflow.faults``) are
-armed for one life of the process.  Its stderr (the broker's log) goes to ``log_path``.
+broker does.  Its settings are exactly ``overrides`` (``FAST_GROUPS`` is what most users add).
+``start`` waits for the line the CLI prints once it accepts connections, and checks it is exactly
+``onceflow broker ready on 127.0.0.1:<port>``.  The faults are signals: ``kill`` is SIGKILL (no
+shutdown code, no flush: what recovery must survive), ``pause``/``resume`` are SIGSTOP/SIGCONT
+(a broker that stops answering but keeps its sockets, like a long GC pause or a frozen VM);
+``stop`` is SIGTERM, a clean shutdown.  ``env`` is added to the next start's environment, which
+is how ``ONCEFLOW_FAULT`` crash points (``onceflow.faults``) are armed for one life of the
+process; ``wait_exit`` waits for a life that ends by itself.  Its stderr (the broker's log, at
+``log_level``) goes to ``log_path``, or to this process's stderr with ``log_to_stderr``.  Without
+a ``data_dir`` it makes a temporary directory for the data and the log, removed by ``stop``.
+``with BrokerProcess(...) as broker:`` starts it and stops it on exit, as ``KafkaCluster`` (Apache
+Kafka's reference broker, ``onceflow.reference``) does.
 """
 
 from __future__ import annotations
@@ -21,13 +28,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 #: How long a start may take before it is an error (recovery of a large log included).
 READY_TIMEOUT_S = 120.0
 #: How long a stop or a kill may take to be reaped.
 STOP_TIMEOUT_S = 60.0
+
+#: Settings that keep tests and tools quick without changing semantics: no 3 s wait before the
+#: first rebalance of a new group.
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 def free_port() -> int:
@@ -40,20 +51,27 @@ def free_port() -> int:
 class BrokerProcess:
     """One broker process, restartable on the same port and data directory."""
 
-    def __init__(self, data_dir: str | Path | None = None, overrides: Mapping[str, str] | None = None,
-                 port: int | None = None, log_path: str | Path | None = None, log_level: str = "WARNING") -> None:
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="onceflow-broker-"))
+    def __init__(self, data_dir: str | Path | None = None, overrides: Mapping[str, str] | None = None, *,
+                 port: int | None = None, log_path: str | Path | None = None, log_level: str | None = None,
+                 log_to_stderr: bool = False) -> None:
+        #: The temporary directory made for the data and the log when no ``data_dir`` is given.
+        self._own_root: Path | None = None
+        if data_dir is None:
+            self._own_root = Path(tempfile.mkdtemp(prefix="onceflow-broker-"))
+            data_dir = self._own_root / "data"
+        self.data_dir = Path(data_dir)
         self.port = port or free_port()
-        self.overrides = {"group.initial.rebalance.delay.ms": "0", **(overrides or {})}
+        self.overrides = dict(overrides or {})
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{self.port}.log"
+        #: ``--log-level`` for the broker; None: the CLI's default.
         self.log_level = log_level
+        self.log_to_stderr = log_to_stderr
         #: Added to the environment of the next start (e.g. ``ONCEFLOW_FAULT``), then cleared.
         self.env: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
 
     @property
-    def bootstrap(self) -> str:
+    def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     @property
@@ -63,15 +81,18 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = READY_TIMEOUT_S) -> None:
+    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         """Start it and wait until it accepts connections; raise with its log's tail if it does not."""
-        cmd = [sys.executable, "-m", "onceflow", "--log-level", self.log_level, "broker",
-               "--data-dir", str(self.data_dir), "--listen", self.bootstrap]
+        cmd = [sys.executable, "-m", "onceflow"]
+        if self.log_level is not None:
+            cmd += ["--log-level", self.log_level]
+        cmd += ["broker", "--data-dir", str(self.data_dir), "--listen", self.bootstrap_servers]
         for key, value in self.overrides.items():
             cmd += ["-o", f"{key}={value}"]
         env, self.env = {**os.environ, **self.env}, {}
-        with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        with contextlib.ExitStack() as files:
+            stderr = None if self.log_to_stderr else files.enter_context(open(self.log_path, "a"))
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         line = ""
@@ -79,16 +100,23 @@ class BrokerProcess:
             line = self.proc.stdout.readline()
             if not line or "ready on" in line:
                 break
-        if "ready on" not in line:
+        ready = f"onceflow broker ready on {self.bootstrap_servers}"
+        if line.strip() != ready:
             self.proc.kill()
             self.proc.wait(STOP_TIMEOUT_S)
-            raise RuntimeError(f"the broker did not start; the end of {self.log_path}:\n{self.log_tail()}")
+            log = "its log went to stderr" if self.log_to_stderr else f"the end of {self.log_path}:\n{self.log_tail()}"
+            raise RuntimeError(f"the broker did not start (no {ready!r}, but {line!r}); {log}")
+        return self
 
-    def log_tail(self, lines: int = 20) -> str:
+    def log(self) -> str:
+        """Everything the broker has logged to ``log_path`` (empty before it has)."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
 
     def kill(self) -> None:
         """SIGKILL, as a crash: no shutdown code runs, nothing is flushed."""
@@ -106,27 +134,43 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
 
-    def stop(self, keep: bool = False) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL if it does not end; remove the data directory
-        it made itself unless ``keep``."""
-        if self.proc is not None and self.proc.poll() is None:
+    def wait_exit(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """Wait for the process to end by itself (at a crash point); its exit status."""
+        if self.proc is None:
+            raise RuntimeError("the broker was never started")
+        return self.proc.wait(timeout)
+
+    def stop(self, keep: bool = False) -> int:
+        """SIGTERM (a clean shutdown) and wait; its exit status (0 if it never ran).  If it does not
+        end in ``STOP_TIMEOUT_S``: SIGKILL, then ``subprocess.TimeoutExpired``.  Removes the
+        temporary directory it made itself unless ``keep``."""
+        try:
+            if self.proc is None:
+                return 0
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
             try:
-                self.proc.wait(STOP_TIMEOUT_S)
+                return self.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(STOP_TIMEOUT_S)
-        if self._own_dir and not keep:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+                raise
+        finally:
+            if self._own_root is not None and not keep:
+                shutil.rmtree(self._own_root, ignore_errors=True)
 
+    def restart(self) -> BrokerProcess:
+        """A clean stop, then a start on the same port and data."""
+        self.stop(keep=True)
+        return self.start()
 
-@contextlib.contextmanager
-def broker_process(**kwargs: object) -> Iterator[BrokerProcess]:
-    """A started ``BrokerProcess`` (arguments as its constructor's), stopped on exit."""
-    proc = BrokerProcess(**kwargs)  # type: ignore[arg-type]
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    def __enter__(self) -> BrokerProcess:
+        """``with BrokerProcess() as broker:`` started, and stopped on exit."""
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..broker.process import BrokerProcess
+from ..broker.process import FAST_GROUPS, BrokerProcess
 from .checker import Report, check
 from .history import Recorder
 from .nemesis import Nemesis, Schedule
@@ -49,6 +49,7 @@ KAFKA_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms":
 #: two-minute run rolls and compacts (``__consumer_offsets`` and ``__transaction_state``
 #: included) many times; killed transactions are aborted soon after their timeout.
 BROKER_SETTINGS = {
+    **FAST_GROUPS,
     "log.segment.bytes": "16384",
     "offsets.topic.segment.bytes": "16384",
     "transaction.state.log.segment.bytes": "16384",
@@ -109,20 +110,20 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
             if unsupported:
                 raise ValueError(f"faults {unsupported} need Onceflow; against Kafka: {', '.join(KAFKA_FAULTS)}")
             node = stack.enter_context(_kafka_node())
-            bootstrap = node.bootstrap
+            bootstrap = node.bootstrap_servers
             nemesis = Nemesis(node, recorder, rng, pause_s=options.pause_s)
             progress(f"Apache Kafka on {bootstrap} (pid {node.pid}), data in {node.data_dir}")
         elif bootstrap is None:
             data_root = stack.enter_context(_small_disk(workdir / "disk", options.disk_mib)) if options.disk_mib else workdir
-            broker = BrokerProcess(data_root / "data", overrides=BROKER_SETTINGS, log_path=workdir / "broker.log")
+            broker = BrokerProcess(data_root / "data", BROKER_SETTINGS, log_path=workdir / "broker.log", log_level="WARNING")
             if options.faults.get("reset"):
                 proxy = stack.enter_context(contextlib.closing(TcpProxy(("127.0.0.1", broker.port)).start()))
                 broker.overrides["advertised.listeners"] = f"PLAINTEXT://{proxy.address}"
             broker.start()
             stack.callback(broker.stop, keep=True)
-            bootstrap = proxy.address if proxy else broker.bootstrap
+            bootstrap = proxy.address if proxy else broker.bootstrap_servers
             nemesis = Nemesis(broker, recorder, rng, proxy=proxy, pause_s=options.pause_s)
-            progress(f"broker {broker.bootstrap} (pid {broker.pid}), data in {broker.data_dir}"
+            progress(f"broker {broker.bootstrap_servers} (pid {broker.pid}), data in {broker.data_dir}"
                      + (f", clients through the proxy on {proxy.address}" if proxy else ""))
         elif any(options.faults.values()):
             raise ValueError("faults need a broker the campaign starts itself: leave out --bootstrap-servers")
@@ -169,7 +170,7 @@ class KafkaNode:
         self.data_dir: Path = cluster.data_dir
 
     @property
-    def bootstrap(self) -> str:
+    def bootstrap_servers(self) -> str:
         return str(self.cluster.bootstrap_servers)
 
     @property

@@ -21,7 +21,7 @@ import contextlib
 import os
 import time
 
-from ..broker.process import broker_process
+from ..broker.process import FAST_GROUPS, BrokerProcess
 
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
@@ -61,9 +61,9 @@ def run_demo(bootstrap_servers: str | None = None) -> int:
     with contextlib.ExitStack() as stack:
         broker = None
         if bootstrap_servers is None:
-            broker = stack.enter_context(broker_process())
-            bootstrap_servers = broker.bootstrap
-            _say(f"1. started `onceflow broker` (pid {broker.proc.pid if broker.proc else '?'}) on {bootstrap_servers}")
+            broker = stack.enter_context(BrokerProcess(overrides=FAST_GROUPS, log_level="WARNING"))
+            bootstrap_servers = broker.bootstrap_servers
+            _say(f"1. started `onceflow broker` (pid {broker.pid}) on {bootstrap_servers}")
         admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
         for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
             fut.result(TIMEOUT_S)

@@ -111,16 +111,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
-    from ..broker.process import BrokerProcess
+    from ..broker.process import FAST_GROUPS, BrokerProcess
 
     with contextlib.ExitStack() as stack:
         broker: BrokerProcess | None = None
         bootstrap = args.bootstrap_servers
         if bootstrap is None:
-            broker = BrokerProcess(workdir / "broker", log_path=workdir / "broker.log")
+            broker = BrokerProcess(workdir / "broker", FAST_GROUPS, log_path=workdir / "broker.log", log_level="WARNING")
             broker.start()
             stack.callback(broker.stop, keep=args.keep)
-            bootstrap = broker.bootstrap
+            bootstrap = broker.bootstrap_servers
             console.print(f"[bold]1.[/] started [cyan]onceflow broker[/] on {bootstrap}")
         else:
             console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")

@@ -19,9 +19,8 @@ never records.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from .errors import InvalidRequest
 
@@ -41,26 +40,38 @@ _Step = tuple[str, Any, bool]
 _plans: dict[tuple[type, bool], tuple[_Step, ...]] = {}
 
 
+def _shape(f: dataclasses.Field[Any]) -> tuple[Any, bool, bool]:
+    """A kio schema field's type, as its element type, whether it is an array and whether it is
+    nullable: ``X``, ``X | None``, ``tuple[X, ...]`` or ``tuple[X, ...] | None``."""
+    element = f.type
+    nullable = get_origin(element) in (UnionType, Union) and NoneType in get_args(element)
+    if nullable:
+        (element,) = (t for t in get_args(element) if t is not NoneType)
+    array = get_origin(element) is tuple
+    if array:
+        element = get_args(element)[0]
+    return element, array, nullable
+
+
 def _plan(cls: type, flexible: bool) -> tuple[_Step, ...]:
     key = (cls, flexible)
     plan = _plans.get(key)
     if plan is None:
         steps: list[_Step] = []
         for f in dataclasses.fields(cls):
-            if get_field_tag(f) is not None:
+            if "tag" in f.metadata:
                 continue  # tagged: lives in the tagged-fields section
-            kind = classify_field(f)
-            if isinstance(kind, (EntityField, EntityTupleField)):
-                nullable = not kind.is_array and is_optional(f)
-                steps.append(("nullable_entity" if nullable else "entity", kind.type_, kind.is_array))
+            element, array, nullable = _shape(f)
+            if dataclasses.is_dataclass(element):
+                steps.append(("nullable_entity" if nullable and not array else "entity", element, array))
                 continue
             kafka_type = f.metadata["kafka_type"]
             if kafka_type in _FIXED:
-                steps.append(("fixed", _FIXED[kafka_type], kind.is_array))
+                steps.append(("fixed", _FIXED[kafka_type], array))
             elif kafka_type == "string":
-                steps.append(("string", None, kind.is_array))
+                steps.append(("string", None, array))
             elif kafka_type in ("bytes", "records"):
-                steps.append(("bytes", None, kind.is_array))
+                steps.append(("bytes", None, array))
             else:
                 raise AssertionError(f"unknown kafka_type {kafka_type!r} in {cls.__name__}.{f.name}")
         plan = _plans[key] = tuple(steps)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..broker.process import free_port
 from .tools import java_command
 
 READY_TIMEOUT_S = 120
@@ -47,12 +47,6 @@ def _random_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -86,7 +80,7 @@ class KafkaCluster:
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="kafka-ref-")) if data_dir is None else Path(data_dir)
         self.cluster_id = _random_id()
-        self.nodes = {i: _Node(i, _free_port(), _free_port(), self.data_dir / f"node-{i}") for i in range(1, size + 1)}
+        self.nodes = {i: _Node(i, free_port(), free_port(), self.data_dir / f"node-{i}") for i in range(1, size + 1)}
 
     # -- what clients use -------------------------------------------------------------------------
 
