@@ -53,7 +53,7 @@ def make_broker_process(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]
 
 # -- Spark -------------------------------------------------------------------------------
 
-#: Where Spark-side fault points are armed (``onceflow.faults``); Spark's workers inherit it.
+#: Where Spark-side fault points are armed (``onceflow.spark.faults``); Spark's workers inherit it.
 SPARK_FAULT_DIR = tempfile.mkdtemp(prefix="onceflow-faults-", dir=SCRATCH)
 
 

@@ -2,7 +2,7 @@
 
     python -m tests.fuzz.network --seconds 600 --seed 1          # the long run (make fuzz-long)
 
-1. A broker process (``tests.support.broker.BrokerProcess``: ``onceflow broker`` on a free
+1. A broker process (``onceflow.broker.process.BrokerProcess``: ``onceflow broker`` on a free
    loopback port, a temporary data directory) is started behind a capturing ``TcpProxy``
    (``advertised.listeners`` names the proxy, so clients stay on it).
 2. Real clients run through the proxy, and every request frame they send is kept: confluent-kafka

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
 
-from onceflow.spark.faults import SPARK_AFTER_COMMIT, SPARK_BEFORE_COMMIT
 from onceflow.spark import sink
+from onceflow.spark.faults import SPARK_AFTER_COMMIT, SPARK_BEFORE_COMMIT
 from onceflow.spark.options import parse_sink_options
 from onceflow.spark.progress import ProgressStore
 from onceflow.spark.protocol import TaskIdentity, progress_topic

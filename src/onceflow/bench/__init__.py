@@ -95,7 +95,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
-    parser.set_defaults(func=run_bench)
 
 
 def _counts(text: str) -> list[int]:

@@ -20,6 +20,7 @@ Kafka's reference broker, ``onceflow.reference``) does.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -30,6 +31,8 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+log = logging.getLogger("onceflow.broker.process")
 
 #: How long a start may take before it is an error (recovery of a large log included).
 READY_TIMEOUT_S = 120.0
@@ -142,8 +145,9 @@ class BrokerProcess:
 
     def stop(self, keep: bool = False) -> int:
         """SIGTERM (a clean shutdown) and wait; its exit status (0 if it never ran).  If it does not
-        end in ``STOP_TIMEOUT_S``: SIGKILL, then ``subprocess.TimeoutExpired``.  Removes the
-        temporary directory it made itself unless ``keep``."""
+        end in ``STOP_TIMEOUT_S``: SIGKILL, one warning, and the status of the kill (negative), so a
+        caller that needs a clean stop sees it was not.  Removes the temporary directory it made
+        itself unless ``keep``."""
         try:
             if self.proc is None:
                 return 0
@@ -152,9 +156,10 @@ class BrokerProcess:
             try:
                 return self.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
+                log.warning("the broker on %s did not stop within %.0f s of SIGTERM; killed it", self.bootstrap_servers,
+                            STOP_TIMEOUT_S)
                 self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT_S)
-                raise
+                return self.proc.wait(STOP_TIMEOUT_S)
         finally:
             if self._own_root is not None and not keep:
                 shutil.rmtree(self._own_root, ignore_errors=True)

@@ -336,3 +336,11 @@ class OnceflowBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
         yield from _read(self.options, partition, self.group_id)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OnceflowDataSource":  # its home before datasource.py: kept for code that registered it directly
+        from .datasource import OnceflowDataSource
+
+        return OnceflowDataSource
+    raise AttributeError(name)
