@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from onceflow.broker.handlers.produce import _PartitionOutcome, _respond_when_durable
+from onceflow.broker.appender import PartitionResult, when_all_durable
+from onceflow.broker.handlers.common import via_callback
+from onceflow.broker.handlers.produce import _response
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.framing import parse_request
 from onceflow.records.builder import build_batch
@@ -34,17 +36,24 @@ class Waits:
         self.waiters.append(waiter)
 
 
-def outcomes_of(count: int) -> list[_PartitionOutcome]:
-    outcomes = [_PartitionOutcome(i) for i in range(count)]
+def outcomes_of(count: int) -> list[PartitionResult]:
+    outcomes = [PartitionResult(i) for i in range(count)]
     for out in outcomes:
         out.log, out.durable_at = object(), 1
     return outcomes
 
 
+def respond_when_durable(outcomes: list[PartitionResult], waits: Waits, timeout_ms: int) -> Any:
+    """The Produce answer as the handler gives it: the Appender's wait, then the response."""
+    results = [("t", outcomes)]
+    return asyncio.ensure_future(via_callback(lambda done: when_all_durable(results, outcomes, waits, timeout_ms, done),
+                                              lambda answered: _response(request(), answered)))
+
+
 def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> None:
     async def scenario() -> list[ErrorCode]:
         outcomes, waits = outcomes_of(3), Waits()
-        answer = _respond_when_durable(request(), [("t", outcomes)], outcomes, waits, 30_000)
+        answer = respond_when_durable(outcomes, waits, 30_000)
         waits.waiters[2](None)
         waits.waiters[0](OSError("fsync failed"))
         await asyncio.sleep(0)
@@ -58,7 +67,7 @@ def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> No
 def test_a_write_not_durable_by_the_timeout_is_request_timed_out() -> None:
     async def scenario() -> list[ErrorCode]:
         outcomes, waits = outcomes_of(2), Waits()
-        answer = _respond_when_durable(request(), [("t", outcomes)], outcomes, waits, 1)
+        answer = respond_when_durable(outcomes, waits, 1)
         waits.waiters[0](None)
         response = await asyncio.wait_for(answer, 5)
         waits.waiters[1](None)  # too late: the answer stands
@@ -71,7 +80,6 @@ def test_a_write_not_durable_by_the_timeout_is_request_timed_out() -> None:
 def test_a_coordinator_answer_is_built_as_it_calls_back() -> None:
     """``via_callback``: answered at once when the coordinator calls back at once; otherwise
     an awaitable the server waits on, answered with the response when it does."""
-    from onceflow.broker.handlers.common import via_callback
 
     async def scenario() -> None:
         assert via_callback(lambda cb: cb(2), lambda n: n * 10) == 20

@@ -7,6 +7,8 @@ coordinator and ``__transaction_state`` into the transaction coordinator
 (which rolls forward any transaction it finds half-committed, writing the
 missing markers), starts the timer task, and only then listens.  Every request is dispatched by API key to a function in
 ``broker.handlers``; handlers reach the components through this object.
+Every write to a log, a client's, a coordinator's or a marker, goes through
+its ``Appender`` (``broker/appender.py``), the one owner of durable writes.
 ``Broker.stop`` stops listening, answers what is pending, fsyncs everything,
 and leaves the clean-shutdown marker so the next start skips recovery.
 
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import faults
 from ..clock import Clock, SystemClock
 from ..config import (
     ADVERTISED_LISTENERS,
@@ -31,13 +34,9 @@ from ..config import (
     LOG_CLEANER_ENABLE,
     LOG_RETENTION_CHECK_INTERVAL_MS,
     NODE_ID,
-    OFFSETS_TOPIC_NUM_PARTITIONS,
-    OFFSETS_TOPIC_SEGMENT_BYTES,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     QUEUED_MAX_REQUESTS,
     SOCKET_REQUEST_MAX_BYTES,
-    TRANSACTION_STATE_LOG_NUM_PARTITIONS,
-    TRANSACTION_STATE_LOG_SEGMENT_BYTES,
     BrokerConfig,
     advertised_address,
 )
@@ -45,6 +44,7 @@ from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
 from ..coordinator.transaction.coordinator import TransactionCoordinator
+from ..coordinator.transaction.types import MarkerWriter
 from ..log import compaction
 from ..log.partition_log import PartitionLog
 from ..log.writer import IoThread
@@ -53,7 +53,8 @@ from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
-from .group_commit import GroupCommit, Waiter
+from .appender import Appender
+from .group_commit import GroupCommit
 from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
@@ -86,16 +87,21 @@ class Broker:
         self.node_id: int = config[NODE_ID]
         self.io = IoThread()
         self.registry = PartitionRegistry(self.data_dir, config, self.io)
-        self.group_commit: GroupCommit | None = None
+        self.group_commit = GroupCommit(self.io)
+        #: Every durable write goes through it (Kafka's ReplicaManager.appendRecords).
+        self.appender = Appender(self.registry, config, self.clock, self.group_commit,
+                                 lambda *txn_partition: self.txns.partition_in_transaction(*txn_partition))
         #: The timer task's wake-up: set when a coordinator sets a deadline earlier than its sleep.
         self._timer_wake: asyncio.Event | None = None
         self._sleeping_until = 0
-        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self), on_timer_set=self._on_timer_set)
+        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self.appender), on_timer_set=self._on_timer_set)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdBlocks(self.data_dir)
-        self.marker_writer = LocalMarkerWriter(self)
-        self.txns = TransactionCoordinator(config, self.clock, TransactionLogStore(self), self.producer_ids, self.marker_writer,
-                                           on_timer_set=self._on_timer_set)
+        # With ONCEFLOW_FAULT set, the crash points wrap the marker writer and the transaction log.
+        self.marker_writer: MarkerWriter = faults.decorate_marker_writer(
+            LocalMarkerWriter(self.appender, self.groups.complete_transaction))
+        self.txns = TransactionCoordinator(config, self.clock, faults.decorate_txn_log_store(TransactionLogStore(self.appender)),
+                                           self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
         self.state = ServerState()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -107,7 +113,6 @@ class Broker:
 
     async def start(self) -> None:
         self.registry.open(self.clock.now_ms())
-        self.group_commit = GroupCommit(self.io)
         self.group_commit.start()
         self._load_groups()
         self._load_transactions()
@@ -146,8 +151,7 @@ class Broker:
         self._tasks.clear()
         self.txns.shutdown()
         self.groups.shutdown()
-        if self.group_commit is not None:
-            await self.group_commit.stop()
+        await self.group_commit.stop()
         self.registry.close(clean=True)
         self.io.shutdown()
         if self._server is not None:
@@ -283,28 +287,9 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         """Raises OSError (a full disk) with the topic still there."""
-        assert self.group_commit is not None
         for partition in self.registry.delete_topic(name):
             self.group_commit.forget(partition)
         self.groups.on_topic_deleted(name)
-
-    def internal_partition(self, topic_name: str, partition: int) -> PartitionLog:
-        """A partition of ``__consumer_offsets`` or ``__transaction_state``, creating the topic on
-        first use (as Kafka does).  Raises OSError (a full disk) with nothing created, so a
-        later call tries again."""
-        topic = self.registry.topics.get(topic_name)
-        if topic is None:
-            if topic_name == OFFSETS_TOPIC:
-                count, segment_bytes = self.config[OFFSETS_TOPIC_NUM_PARTITIONS], self.config[OFFSETS_TOPIC_SEGMENT_BYTES]
-            else:
-                count = self.config[TRANSACTION_STATE_LOG_NUM_PARTITIONS]
-                segment_bytes = self.config[TRANSACTION_STATE_LOG_SEGMENT_BYTES]
-            overrides = {"cleanup.policy": ["compact"], "segment.bytes": segment_bytes}
-            topic = self.create_topic(topic_name, count, overrides, internal=True)
-        return topic.partitions[partition]
-
-    def offsets_partition(self, partition: int) -> PartitionLog:
-        return self.internal_partition(OFFSETS_TOPIC, partition)
 
     def _load_groups(self) -> None:
         topic = self.registry.topics.get(OFFSETS_TOPIC)
@@ -320,18 +305,6 @@ class Broker:
         for partition in topic.partitions:
             records = ((e.key, e.value) for e in _read_entries(partition) if isinstance(e, StoredRecord))
             self.txns.load_partition(partition.partition, records)
-
-    def after_append(self, partition: PartitionLog, *, lazy: bool = False) -> None:
-        """Have group commit flush what was appended: soon, or (``lazy``) with the next flush."""
-        assert self.group_commit is not None
-        if lazy:
-            self.group_commit.mark_lazy(partition)
-        else:
-            self.group_commit.mark_dirty(partition)
-
-    def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None:
-        assert self.group_commit is not None
-        self.group_commit.on_durable(partition, offset, waiter)
 
 
 def _read_entries(partition: PartitionLog) -> Iterator[StoredRecord | StoredMarker]:

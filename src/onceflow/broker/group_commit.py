@@ -1,8 +1,8 @@
 """Group commit: one fsync answers every acks=all waiter of the moment (asyncio, above the log).
 
-Theory of operation.  Appends mark their partition dirty.  Marking schedules
-a flush for the end of the current event-loop pass, so every append of the
-pass joins it.  The flush notes, for each dirty partition, the end of what
+Theory of operation.  Appends (``broker/appender.py``) mark their
+partition dirty.  Marking schedules a flush for the end of the current
+event-loop pass, so every append of the pass joins it.  The flush notes, for each dirty partition, the end of what
 has been written (its ``FlushPoint``) and hands the fsyncs to the I/O thread
 (``log.writer.fsync_segments``), which runs them after every write
 submitted before, then reports back to the loop.  There each partition's

@@ -9,8 +9,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ...protocol import apis
-from ...protocol.errors import ErrorCode
 from ...protocol.framing import Request
+from ..appender import verification_error
 
 __all__ = ["NO_THROTTLE", "Request", "build", "ms", "responses", "timestamp", "verification_error", "via_callback"]
 
@@ -53,22 +53,6 @@ def instant(ms_since_epoch: int) -> datetime.datetime:
     millisecond before the epoch goes on the wire as -1.
     """
     return datetime.datetime.fromtimestamp(ms_since_epoch / 1000, datetime.UTC)
-
-
-def verification_error(error: ErrorCode, generic_error_supported: bool) -> ErrorCode:
-    """A transaction-verification outcome (``TransactionCoordinator.partition_in_transaction``)
-    as the request that asked for it answers it: Kafka's AddPartitionsToTxnManager.
-
-    PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH ("producers expect it
-    here"); TRANSACTION_ABORTABLE (KIP-890) reaches only clients that know
-    it (Produce v11+, TxnOffsetCommit v4+) and is INVALID_TXN_STATE for the
-    others.
-    """
-    if error is ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
-    if error is ErrorCode.transaction_abortable and not generic_error_supported:
-        return ErrorCode.invalid_txn_state
-    return error
 
 
 def via_callback(start: Callable[[Callable[[T], None]], None], respond: Callable[[T], Any]) -> Any:

@@ -3,8 +3,11 @@
 Handlers are ``handler(broker, request, connection)``.  They are typed
 against these Protocols, not against ``Broker`` and ``KafkaProtocol``, so
 that the handlers do not import the broker (no import cycle), can be driven
-in unit tests by any object with these members, and so that everything a
-handler touches is listed in one place.  When security arrives, the
+in unit tests by any object with these members (``tests/unit/broker`` does,
+with a small in-memory context), and so that everything a handler touches
+is listed in one place.  Every write goes through ``appender``, the one
+owner of durable writes (``broker/appender.py``); markers asked for by
+WriteTxnMarkers through ``marker_writer``.  When security arrives, the
 request's principal and the authorizer belong here too.
 """
 
@@ -17,11 +20,10 @@ from ...clock import Clock
 from ...config import BrokerConfig
 from ...coordinator.group.coordinator import GroupCoordinator
 from ...coordinator.transaction.coordinator import TransactionCoordinator
-from ...log.partition_log import PartitionLog
+from ...coordinator.transaction.types import MarkerWriter
 from ...protocol.framing import Request
-from ..group_commit import Waiter
+from ..appender import Appender
 from ..partitions import PartitionRegistry, Topic
-from ..stores import LocalMarkerWriter
 
 
 class BrokerContext(Protocol):
@@ -35,19 +37,12 @@ class BrokerContext(Protocol):
     node_id: int
     advertised_host: str
     advertised_port: int
-    marker_writer: LocalMarkerWriter
+    appender: Appender
+    marker_writer: MarkerWriter
 
     def create_topic(self, name: str, num_partitions: int, overrides: dict[str, Any], internal: bool = False) -> Topic: ...
 
     def delete_topic(self, name: str) -> None: ...
-
-    def internal_partition(self, topic_name: str, partition: int) -> PartitionLog: ...
-
-    def offsets_partition(self, partition: int) -> PartitionLog: ...
-
-    def on_durable(self, partition: PartitionLog, offset: int, waiter: Waiter) -> None: ...
-
-    def after_append(self, partition: PartitionLog, *, lazy: bool = False) -> None: ...
 
 
 class Connection(Protocol):

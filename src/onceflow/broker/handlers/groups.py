@@ -73,7 +73,7 @@ def _find_one(broker: BrokerContext, key: str, key_type: int) -> tuple[ErrorCode
     else:
         return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
     try:
-        broker.internal_partition(topic, partition)  # created on first use, as Kafka does
+        broker.appender.internal_partition(topic, partition)  # created on first use, as Kafka does
     except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
         log.error("cannot create %s: %s", topic, exc)
         return ErrorCode.coordinator_not_available, f"{topic} cannot be created: {exc}", -1, "", -1

@@ -95,7 +95,7 @@ def handle_add_offsets_to_txn(broker: BrokerContext, request: Request, conn: Con
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
 
     try:
-        broker.offsets_partition(partition)  # the group's offsets partition must exist to join the transaction
+        broker.appender.internal_partition(OFFSETS_TOPIC, partition)  # the group's offsets partition must exist to join the transaction
     except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
         log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return respond(ErrorCode.coordinator_not_available)
