@@ -116,6 +116,11 @@ _RETRIABLE_VERIFICATION = {
 
 
 class Appender:
+    """Appends to this node's partition logs, and says when what it appended is durable (see above).
+
+    ``durability`` is group commit; ``verify`` asks the transaction coordinator whether a
+    partition is in a producer's ongoing transaction (KIP-890)."""
+
     def __init__(self, registry: PartitionRegistry, config: BrokerConfig, clock: Clock, durability: Durability,
                  verify: Verify) -> None:
         self._registry = registry
