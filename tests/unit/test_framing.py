@@ -276,3 +276,20 @@ def test_a_forged_array_count_is_refused_before_kio_allocates() -> None:
     flexible[body : body + 1] = b"\xff\xff\xff\xff\x07"  # compact count 2^35-1
     with pytest.raises(InvalidRequest):
         parse_request(bytes(flexible))
+
+
+def _v1_header(api_key: int, version: int, correlation_id: int = 7, client_id: bytes = b"t") -> bytes:
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+def test_a_null_in_a_non_nullable_field_is_refused_as_kafka_refuses_it() -> None:
+    """kio decodes an array count of -1 into None even where the schema says the array is not
+    nullable; Kafka's generated parser refuses it ("non-nullable field ... was serialized as null")."""
+    delete_topics = 20  # v3: topic_names (array of string, not nullable), timeout_ms (int32)
+    ok = parse_request(_v1_header(delete_topics, 3) + struct.pack(">ih", 1, 1) + b"a" + struct.pack(">i", 1000))
+    assert isinstance(ok, Request) and ok.body.topic_names == ("a",)
+    with pytest.raises(InvalidRequest, match="non-nullable field topic_names was serialized as null"):
+        parse_request(_v1_header(delete_topics, 3) + struct.pack(">ii", -1, 1000))
+    metadata = 3  # v4: topics is nullable (null: every topic), allow_auto_topic_creation (bool)
+    everything = parse_request(_v1_header(metadata, 4) + struct.pack(">ib", -1, 1))
+    assert isinstance(everything, Request) and everything.body.topics is None

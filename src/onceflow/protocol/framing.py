@@ -40,13 +40,12 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import SerialError
 from kio.static.primitive import i32
 
 from . import apis
 from .errors import FrameTooLarge, InvalidRequest, UnsupportedApi
-from .prescan import check_body
+from .prescan import check_body, field_shape
 
 
 class _NeedData:
@@ -251,9 +250,9 @@ def _null_plan(cls: type) -> _NullPlan:
     if plan is None:
         rows = []
         for f in dataclasses.fields(cls):
-            kind = classify_field(f)
-            nested = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
-            rows.append((f.name, is_optional(f), nested, kind.is_array))
+            element, array, nullable = field_shape(f)
+            nested = element if isinstance(element, type) and dataclasses.is_dataclass(element) else None
+            rows.append((f.name, nullable, nested, array))
         plan = _null_plans[cls] = tuple(rows)
     return plan
 

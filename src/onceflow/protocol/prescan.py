@@ -40,7 +40,7 @@ _Step = tuple[str, Any, bool]
 _plans: dict[tuple[type, bool], tuple[_Step, ...]] = {}
 
 
-def _shape(f: dataclasses.Field[Any]) -> tuple[Any, bool, bool]:
+def field_shape(f: dataclasses.Field[Any]) -> tuple[Any, bool, bool]:
     """A kio schema field's type, as its element type, whether it is an array and whether it is
     nullable: ``X``, ``X | None``, ``tuple[X, ...]`` or ``tuple[X, ...] | None``."""
     element = f.type
@@ -61,7 +61,7 @@ def _plan(cls: type, flexible: bool) -> tuple[_Step, ...]:
         for f in dataclasses.fields(cls):
             if "tag" in f.metadata:
                 continue  # tagged: lives in the tagged-fields section
-            element, array, nullable = _shape(f)
+            element, array, nullable = field_shape(f)
             if dataclasses.is_dataclass(element):
                 steps.append(("nullable_entity" if nullable and not array else "entity", element, array))
                 continue

@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 
 from . import FORMAT, sink
 from .kafka import spark_schema
-from .options import check_sink_columns, parse_sink_options, parse_source_options
+from .options import OptionError, check_sink_columns, parse_sink_options, parse_source_options
 from .source import OnceflowBatchReader, OnceflowStreamReader
 from .writer import OnceflowBatchWriter, OnceflowStreamWriter
 
@@ -45,6 +45,9 @@ class OnceflowDataSource(DataSource):
         return OnceflowStreamWriter(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> OnceflowBatchWriter:
+        if overwrite:  # Kafka topics are appended to; Spark's Kafka sink refuses Overwrite in the same words
+            raise OptionError("Save mode Overwrite not allowed for onceflow. Allowed save mode is Append "
+                              '(.mode("append"); Spark itself refuses ErrorIfExists and Ignore for a Python data source).')
         options = parse_sink_options(self.options, streaming=False)
         check_sink_columns(schema.fieldNames(), options.topic)
         sink.check_client_settings(options)

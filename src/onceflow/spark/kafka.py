@@ -122,6 +122,7 @@ class KafkaAdmin:
     def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         # Consumer and producer settings are ignored by an admin client (librdkafka warns, quietly).
         self._config = client_config(bootstrap_servers, kafka_params)
+        self._where = f"kafka.bootstrap.servers={bootstrap_servers}"
         self._admin = AdminClient(self._config)
         self._isolation = _isolation(kafka_params)
         self._timeout_s = timeout_s
@@ -138,7 +139,7 @@ class KafkaAdmin:
 
     def retrying(self, call: Callable[[], _T]) -> _T:
         """``call`` (which uses ``client``), retried on transient errors with a fresh client, within the timeout."""
-        return _retrying(call, self._timeout_s, self._renew)
+        return _retrying(call, self._timeout_s, self._renew, self._where)
 
     def partitions(self, subscription: Subscription) -> list[TP]:
         """The partitions the subscription covers now (new partitions and matching topics included)."""
@@ -149,7 +150,8 @@ class KafkaAdmin:
 
         A topic whose metadata has an error other than "does not exist" (being
         created, a leader moving) is *unsettled*: neither listed nor absent."""
-        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s, self._renew)
+        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s, self._renew,
+                              self._where)
         assigned = set(subscription.partitions) if isinstance(subscription, Assign) else set()
         out: list[TP] = []
         unsettled: set[str] = set()
@@ -219,7 +221,7 @@ class KafkaAdmin:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no offset for {unknown} (leader unreachable)"))
             return offsets
 
-        return _retrying(call, self._timeout_s, self._renew)
+        return _retrying(call, self._timeout_s, self._renew, self._where)
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> None:
         """Store ``offsets`` as ``group_id``'s committed offsets (commitOffsetsToGroup), for lag tools."""
@@ -236,7 +238,7 @@ class KafkaAdmin:
                     if tp.error is not None:
                         raise KafkaException(tp.error)
 
-        _retrying(call, self._timeout_s, self._renew)
+        _retrying(call, self._timeout_s, self._renew, self._where)
 
 
 #: How long one try of a driver-side call may wait for an answer.  A request to a leader that was
@@ -245,7 +247,7 @@ ATTEMPT_TIMEOUT_S = 15.0
 #: Errors a broker that is restarting or electing leaders gives for a moment, including those
 #: that say the client's metadata is stale because a leader moved (its SIGKILL, its restart, a
 #: preferred leader election): Kafka's clients refresh their metadata and retry them.
-_TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
                         KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE,
@@ -264,10 +266,12 @@ def _result(future: Any, request_timeout_s: float) -> Any:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no answer from the cluster")) from None
 
 
-def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None] | None = None) -> _T:
+def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None] | None = None,
+              where: str | None = None) -> _T:
     """Run a driver-side metadata call, retrying transient errors (a broker restarting, leaders
     not known yet or moved) with backoff for up to ``timeout_s``, as Spark's KafkaOffsetReader
-    retries.  ``renew`` runs before each retry: a new client, whose metadata is fresh."""
+    retries.  ``renew`` runs before each retry: a new client, whose metadata is fresh.  A transient
+    error still there at the end says ``where`` (the bootstrap servers) and how long it waited."""
     deadline = time.monotonic() + timeout_s
     backoff = 0.1
     while True:
@@ -275,14 +279,26 @@ def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None
             return call()
         except KafkaException as exc:
             error = exc.args[0]
-            transient = isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT)
+            transient = isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
             if not transient or time.monotonic() + backoff > deadline:
+                if transient and where is not None:
+                    raise KafkaException(KafkaError(error.code(), f"{where}: no answer within {timeout_s:g} s "
+                                                    f"(kafka.default.api.timeout.ms): {error.str()}")) from exc
                 raise
             log.info("retrying after a transient error: %s", error)
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
             if renew is not None:
                 renew()
+
+
+def describe_cluster(bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float) -> Any:
+    """The cluster's description (its nodes), asked until it answers or ``timeout_s`` has passed;
+    a cluster that never answers is a KafkaException naming the bootstrap servers."""
+    admin = AdminClient(client_config(bootstrap_servers, kafka_params))
+    attempt_s = min(timeout_s, ATTEMPT_TIMEOUT_S)
+    return _retrying(lambda: _result(admin.describe_cluster(request_timeout=attempt_s), attempt_s), timeout_s,
+                     where=f"kafka.bootstrap.servers={bootstrap_servers}")
 
 
 def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:

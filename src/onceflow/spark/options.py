@@ -176,6 +176,9 @@ class SourceOptions:
     kafka_params: Mapping[str, str]
     #: What Spark would log as warnings; the caller logs them.
     warnings: tuple[str, ...] = ()
+    #: ``kafka.default.api.timeout.ms``: how long the driver's metadata and offset calls go unanswered
+    #: before the query fails, naming the bootstrap servers (Kafka's default, 60 s).
+    api_timeout_ms: int = 60_000
 
     @property
     def group_id(self) -> str | None:
@@ -209,6 +212,9 @@ class SinkOptions:
     replay_wait_ms: int = 30_000
     #: ``writeName``: which write of a foreachBatch function this is (``write_exactly_once``'s name).
     name: str | None = None
+    #: ``kafka.default.api.timeout.ms``: how long the driver waits for the cluster to answer before the
+    #: write fails, naming the bootstrap servers (Kafka's default, 60 s).
+    api_timeout_ms: int = 60_000
 
 
 # --------------------------------------------------------------------------- option tables
@@ -620,6 +626,21 @@ _REFUSED_PRODUCER_PARAMS = {
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
+#: Kafka's clients wait ``default.api.timeout.ms`` (60 s by default) for a metadata or offset call;
+#: the connector's driver does the same, then fails naming the bootstrap servers.  librdkafka has no
+#: such setting, so it is taken out of the client settings.
+_DEFAULT_API_TIMEOUT_MS = 60_000
+
+
+def _api_timeout_ms(kafka_params: dict[str, str]) -> int:
+    text = kafka_params.pop("default.api.timeout.ms", None)
+    if text is None:
+        return _DEFAULT_API_TIMEOUT_MS
+    if _INT.fullmatch(text.strip()) and int(text) > 0:
+        return int(text)
+    raise OptionError(f"Option 'kafka.default.api.timeout.ms' must be a positive integer (milliseconds), got {text!r}",
+                      "kafka.default.api.timeout.ms")
+
 
 def _require_bootstrap(kafka_params: Mapping[str, str], client: str) -> str:
     servers = kafka_params.get("bootstrap.servers", "").strip()
@@ -650,6 +671,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     kafka_params = raw.kafka_params()
 
     _refuse(kafka_params, _REFUSED_CONSUMER_PARAMS)
+    api_timeout_ms = _api_timeout_ms(kafka_params)
     subscription = _parse_subscription(raw)
     bootstrap_servers = _require_bootstrap(kafka_params, "consumer")
 
@@ -734,6 +756,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         group_id_prefix=group_id_prefix,
         kafka_params=kafka_params,
         warnings=tuple(warnings),
+        api_timeout_ms=api_timeout_ms,
     )
 
 
@@ -769,6 +792,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     raw = _Raw(options, _SINK_OPTIONS, _SINK, {}, _SOURCE_ONLY + tuple(_UNSUPPORTED_SOURCE_OPTIONS), "a source")
     kafka_params = raw.kafka_params()
     _refuse(kafka_params, _REFUSED_PRODUCER_PARAMS)
+    api_timeout_ms = _api_timeout_ms(kafka_params)
     bootstrap_servers = _require_bootstrap(kafka_params, "producer")
 
     topic = raw.get("topic")
@@ -824,6 +848,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         accept_changed_replay=accept,
         replay_wait_ms=_parse_positive_int(raw, "replayWaitMs") or 30_000,
         name=name,
+        api_timeout_ms=api_timeout_ms,
     )
 
 

@@ -70,7 +70,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import faults
-from .kafka import client_config
+from .kafka import TRANSIENT, client_config, describe_cluster
 from .options import OptionError, SinkOptions
 from .progress import ProgressStore, reader_params
 from .protocol import (
@@ -677,8 +677,9 @@ def check_client_settings(options: SinkOptions) -> None:
         option = f"kafka.{culprit}" if culprit else f"kafka.{match.group(1)}" if match else "kafka.*"
         raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {problem}",
                           option)
-    if exactly_once:
-        _check_transaction_timeout(options)
+    cluster = _reachable(options)
+    if exactly_once and cluster is not None:
+        _check_transaction_timeout(options, cluster)
     _checked.add(key)
 
 
@@ -691,12 +692,28 @@ def _refused(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _check_transaction_timeout(options: SinkOptions) -> None:
+def _reachable(options: SinkOptions) -> Any:
+    """The cluster's description, or, when no broker answers within ``kafka.default.api.timeout.ms``,
+    an OptionError naming the bootstrap servers: before any data moves, not after every task has
+    retried its clients for minutes.  Any other refusal is only logged (None): the tasks will say."""
+    timeout_s = options.api_timeout_ms / 1000
+    try:
+        return describe_cluster(options.bootstrap_servers, reader_params(options.kafka_params), timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT):
+            raise OptionError(f"Option 'kafka.bootstrap.servers': no Kafka broker answered at {options.bootstrap_servers} "
+                              f"within {timeout_s:g} s (kafka.default.api.timeout.ms)", "kafka.bootstrap.servers") from None
+        log.warning("could not describe the cluster at %s (%s); the sink's settings are not checked against it",
+                    options.bootstrap_servers, exc)
+        return None
+
+
+def _check_transaction_timeout(options: SinkOptions, cluster: Any) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     admin = AdminClient(client_config(options.bootstrap_servers, reader_params(options.kafka_params)))
     try:
-        cluster = admin.describe_cluster(request_timeout=BROKER_CHECK_TIMEOUT_S).result(BROKER_CHECK_TIMEOUT_S + 5)
         resource = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
         [future] = admin.describe_configs([resource], request_timeout=BROKER_CHECK_TIMEOUT_S).values()
         entry = future.result(BROKER_CHECK_TIMEOUT_S + 5).get("transaction.max.timeout.ms")

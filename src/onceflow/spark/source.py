@@ -130,7 +130,11 @@ def _plan(start: Mapping[TP, int], end: Mapping[TP, int], min_partitions: int | 
             for r in ranges.plan_ranges(start, end, min_partitions=min_partitions)]
 
 
-def _read(options: SourceOptions, partition: RangePartition, group_id: str) -> Iterator[pa.RecordBatch]:
+def _read(options: SourceOptions, partition: InputPartition, group_id: str) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, RangePartition):
+        # PySpark plans one InputPartition(None) where a batch read has no partitions at all (nothing
+        # to read in the range, or a subscription that covers no partition): it reads no rows.
+        return
     yield from read_range(options.bootstrap_servers, options.kafka_params, group_id, partition.topic,
                           partition.partition, partition.start, partition.end,
                           include_headers=options.include_headers, fail_on_data_loss=options.fail_on_data_loss)
@@ -170,7 +174,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            self._admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params)
+            self._admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params, self.options.api_timeout_ms / 1000)
         return self._admin
 
     def initialOffset(self) -> dict[str, Any]:
@@ -294,7 +298,6 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _plan(begin, until, min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
         yield from _read(self.options, partition, self.group_id)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -326,7 +329,7 @@ class OnceflowBatchReader(DataSourceReader):
             log.warning("%s", warning)
 
     def partitions(self) -> Sequence[InputPartition]:
-        admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params)
+        admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params, self.options.api_timeout_ms / 1000)
         partitions = admin.partitions(self.options.subscription)
         start = resolve(self.options.starting_offsets, partitions, admin)
         end = resolve(self.options.ending_offsets or OffsetSpec("latest", {}), partitions, admin)
@@ -334,7 +337,6 @@ class OnceflowBatchReader(DataSourceReader):
         return _plan(start, {tp: max(end[tp], start[tp]) for tp in start}, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
         yield from _read(self.options, partition, self.group_id)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from onceflow.broker.process import free_port
 from tests.integration.spark.support import (
     TIMEOUT,
     assert_exactly_once,
@@ -221,6 +222,18 @@ def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, bro
         query.awaitTermination(60)
         if query.exception() is not None:
             raise query.exception()
+    rows = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(PySparkException, match="Save mode Overwrite not allowed for onceflow"):
+        rows.write.format("onceflow").option("kafka.bootstrap.servers", bs).option("topic", topic).mode("overwrite").save()
+    with pytest.raises(PySparkException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):  # Spark's own rule for Python sources
+        rows.write.format("onceflow").option("kafka.bootstrap.servers", bs).option("topic", topic).save()
+    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there: named within kafka.default.api.timeout.ms
+    with pytest.raises(PySparkException, match=f"no Kafka broker answered at {nobody} within 2 s"):
+        rows.write.format("onceflow").option("kafka.bootstrap.servers", nobody).option("topic", topic) \
+            .option("kafka.default.api.timeout.ms", "2000").mode("append").save()
+    with pytest.raises(PySparkException, match=f"kafka.bootstrap.servers={nobody}: no answer within 2 s"):
+        spark.read.format("onceflow").option("kafka.bootstrap.servers", nobody).option("subscribe", topic) \
+            .option("kafka.default.api.timeout.ms", "2000").load().count()
     assert read_topic(bs, topic, [0]) == [], "nothing was written"
 
 

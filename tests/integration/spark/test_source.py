@@ -203,6 +203,10 @@ def test_a_batch_read_takes_exact_starting_and_ending_offsets(spark: Any, broker
     assert frame.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
     rows = frame.selectExpr("CAST(value AS STRING) v", "offset", "timestampType", "size(headers) h").collect()
     assert [(r.v, r.offset, r.timestampType, r.h) for r in rows] == [(f"r{i}", i, 0, 0) for i in range(3, 7)]
+    # An empty range plans no partition at all (PySpark then plans one placeholder): no rows, no error.
+    empty = (spark.read.format("onceflow").options(**bootstrap_options(bs)).option("subscribe", topic)
+             .option("startingOffsets", '{"%s":{"0":5}}' % topic).option("endingOffsets", '{"%s":{"0":5}}' % topic).load())
+    assert empty.count() == 0
 
 
 def test_subscribe_pattern_picks_up_topics_created_later(spark: Any, broker_process: BrokerProcess) -> None:
