@@ -292,13 +292,45 @@ def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None
                 renew()
 
 
+class _LastWords(logging.Handler):
+    """A driver-side check's librdkafka log, kept instead of printed: a cluster that does not answer
+    makes the client log every reconnect, about twenty lines a second.  The check's error quotes the
+    last line instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage().rpartition("]: ")[2] or None
+
+
 def describe_cluster(bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float) -> Any:
-    """The cluster's description (its nodes), asked until it answers or ``timeout_s`` has passed;
-    a cluster that never answers is a KafkaException naming the bootstrap servers."""
-    admin = AdminClient(client_config(bootstrap_servers, kafka_params))
+    """The cluster's description (its nodes), asked until it answers or ``timeout_s`` has passed.  A
+    cluster that never answers is a KafkaException saying so, with the address and the client's last
+    log line (librdkafka's own lines are kept from the console: it would print hundreds)."""
+    words = _LastWords()
+    client_log = logging.Logger("onceflow.spark.cluster-check")  # unregistered: it goes with the client
+    client_log.addHandler(words)
+    config: dict[str, Any] = {**client_config(bootstrap_servers, kafka_params), "logger": client_log}
+    admin = AdminClient(config)
     attempt_s = min(timeout_s, ATTEMPT_TIMEOUT_S)
-    return _retrying(lambda: _result(admin.describe_cluster(request_timeout=attempt_s), attempt_s), timeout_s,
-                     where=f"kafka.bootstrap.servers={bootstrap_servers}")
+
+    def attempt() -> Any:
+        try:
+            return _result(admin.describe_cluster(request_timeout=attempt_s), attempt_s)
+        finally:
+            admin.poll(0)  # hands the queued log lines to ``words``
+
+    try:
+        return _retrying(attempt, timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if not isinstance(error, KafkaError) or not (error.retriable() or error.code() in TRANSIENT):
+            raise
+        said = f"; the client's last error: {words.last}" if words.last else f"; {error.str()}"
+        raise KafkaException(KafkaError(error.code(), f"no Kafka broker answered at {bootstrap_servers} within "
+                                                      f"{timeout_s:g} s (kafka.default.api.timeout.ms){said}")) from None
 
 
 def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:

@@ -702,8 +702,7 @@ def _reachable(options: SinkOptions) -> Any:
     except KafkaException as exc:
         error = exc.args[0]
         if isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT):
-            raise OptionError(f"Option 'kafka.bootstrap.servers': no Kafka broker answered at {options.bootstrap_servers} "
-                              f"within {timeout_s:g} s (kafka.default.api.timeout.ms)", "kafka.bootstrap.servers") from None
+            raise OptionError(f"Option 'kafka.bootstrap.servers': {error.str()}", "kafka.bootstrap.servers") from None
         log.warning("could not describe the cluster at %s (%s); the sink's settings are not checked against it",
                     options.bootstrap_servers, exc)
         return None
