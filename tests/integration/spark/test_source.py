@@ -207,6 +207,9 @@ def test_a_batch_read_takes_exact_starting_and_ending_offsets(spark: Any, broker
     empty = (spark.read.format("onceflow").options(**bootstrap_options(bs)).option("subscribe", topic)
              .option("startingOffsets", '{"%s":{"0":5}}' % topic).option("endingOffsets", '{"%s":{"0":5}}' % topic).load())
     assert empty.count() == 0
+    # A subscribed topic that does not exist covers no partition: no rows (a pattern matching nothing, too).
+    missing = spark.read.format("onceflow").options(**bootstrap_options(bs)).option("subscribe", f"{topic}-nosuch").load()
+    assert missing.count() == 0
 
 
 def test_subscribe_pattern_picks_up_topics_created_later(spark: Any, broker_process: BrokerProcess) -> None:
