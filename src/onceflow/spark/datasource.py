@@ -50,5 +50,6 @@ class OnceflowDataSource(DataSource):
                               '(.mode("append"); Spark itself refuses ErrorIfExists and Ignore for a Python data source).')
         options = parse_sink_options(self.options, streaming=False)
         check_sink_columns(schema.fieldNames(), options.topic)
-        sink.check_client_settings(options)
+        # A batch job needs the cluster now; write_exactly_once's writes (named) run inside micro-batches.
+        sink.check_client_settings(options, require_cluster=options.name is None)
         return OnceflowBatchWriter(options)

@@ -119,10 +119,12 @@ class Listing:
 class KafkaAdmin:
     """The driver's view of the brokers: partitions of a subscription, and their offsets."""
 
-    def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S,
+                 *, name_servers: bool = False) -> None:
         # Consumer and producer settings are ignored by an admin client (librdkafka warns, quietly).
         self._config = client_config(bootstrap_servers, kafka_params)
-        self._where = f"kafka.bootstrap.servers={bootstrap_servers}"
+        #: With ``name_servers`` (the source's driver), an error still there after ``timeout_s`` names the servers.
+        self._where = f"kafka.bootstrap.servers={bootstrap_servers}" if name_servers else None
         self._admin = AdminClient(self._config)
         self._isolation = _isolation(kafka_params)
         self._timeout_s = timeout_s
@@ -247,7 +249,7 @@ ATTEMPT_TIMEOUT_S = 15.0
 #: Errors a broker that is restarting or electing leaders gives for a moment, including those
 #: that say the client's metadata is stale because a leader moved (its SIGKILL, its restart, a
 #: preferred leader election): Kafka's clients refresh their metadata and retry them.
-TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+_TRANSIENT = frozenset({KafkaError._NOENT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                         KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
                         KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE,
@@ -279,11 +281,11 @@ def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None
             return call()
         except KafkaException as exc:
             error = exc.args[0]
-            transient = isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
+            transient = isinstance(error, KafkaError) and (error.retriable() or error.code() in _TRANSIENT)
             if not transient or time.monotonic() + backoff > deadline:
                 if transient and where is not None:
-                    raise KafkaException(KafkaError(error.code(), f"{where}: no answer within {timeout_s:g} s "
-                                                    f"(kafka.default.api.timeout.ms): {error.str()}")) from exc
+                    raise KafkaException(KafkaError(error.code(), f"{where}: still failing after {timeout_s:g} s: "
+                                                    f"{error.str()}", retriable=error.retriable())) from exc
                 raise
             log.info("retrying after a transient error: %s", error)
             time.sleep(backoff)
@@ -305,32 +307,38 @@ class _LastWords(logging.Handler):
         self.last = record.getMessage().rpartition("]: ")[2] or None
 
 
+class ClusterUnanswered(Exception):
+    """No broker answered within the time allowed; the message names the servers and quotes the client."""
+
+
 def describe_cluster(bootstrap_servers: str, kafka_params: Mapping[str, str], timeout_s: float) -> Any:
     """The cluster's description (its nodes), asked until it answers or ``timeout_s`` has passed.  A
-    cluster that never answers is a KafkaException saying so, with the address and the client's last
-    log line (librdkafka's own lines are kept from the console: it would print hundreds)."""
+    cluster that never answers (transient errors to the end) is ``ClusterUnanswered``, naming the address
+    and quoting the client's last log line (librdkafka's own lines are kept from the console: it would
+    print about twenty a second).  Any other error is the client's KafkaException."""
     words = _LastWords()
     client_log = logging.Logger("onceflow.spark.cluster-check")  # unregistered: it goes with the client
     client_log.addHandler(words)
     config: dict[str, Any] = {**client_config(bootstrap_servers, kafka_params), "logger": client_log}
-    admin = AdminClient(config)
+    client = [AdminClient(config)]  # emptied before an error leaves: the client goes, not kept by the error
     attempt_s = min(timeout_s, ATTEMPT_TIMEOUT_S)
 
     def attempt() -> Any:
         try:
-            return _result(admin.describe_cluster(request_timeout=attempt_s), attempt_s)
+            return _result(client[0].describe_cluster(request_timeout=attempt_s), attempt_s)
         finally:
-            admin.poll(0)  # hands the queued log lines to ``words``
+            client[0].poll(0)  # hands the queued log lines to ``words``
 
     try:
         return _retrying(attempt, timeout_s)
     except KafkaException as exc:
         error = exc.args[0]
-        if not isinstance(error, KafkaError) or not (error.retriable() or error.code() in TRANSIENT):
+        if not isinstance(error, KafkaError) or not (error.retriable() or error.code() in _TRANSIENT):
             raise
-        said = f"; the client's last error: {words.last}" if words.last else f"; {error.str()}"
-        raise KafkaException(KafkaError(error.code(), f"no Kafka broker answered at {bootstrap_servers} within "
-                                                      f"{timeout_s:g} s (kafka.default.api.timeout.ms){said}")) from None
+        said = f"the client's last log line: {words.last}" if words.last else error.str()
+        message = f"no Kafka broker answered at {bootstrap_servers} within {timeout_s:g} s; {said}"
+    client.clear()  # the client goes now (it reconnects twenty times a second), not with the error
+    raise ClusterUnanswered(message)
 
 
 def reader_config(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id: str) -> dict[str, Any]:

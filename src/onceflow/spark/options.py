@@ -626,9 +626,10 @@ _REFUSED_PRODUCER_PARAMS = {
 
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
-#: Kafka's clients wait ``default.api.timeout.ms`` (60 s by default) for a metadata or offset call;
-#: the connector's driver does the same, then fails naming the bootstrap servers.  librdkafka has no
-#: such setting, so it is taken out of the client settings.
+#: Kafka's clients wait ``default.api.timeout.ms`` (60 s by default) for a metadata or offset call.
+#: A batch write fails, naming the bootstrap servers, when no broker answers within it; the source's
+#: driver retries its calls for twice as long (Spark's source retries its admin calls, too).  librdkafka
+#: has no such setting, so it is taken out of the client settings.
 _DEFAULT_API_TIMEOUT_MS = 60_000
 
 
@@ -636,10 +637,10 @@ def _api_timeout_ms(kafka_params: dict[str, str]) -> int:
     text = kafka_params.pop("default.api.timeout.ms", None)
     if text is None:
         return _DEFAULT_API_TIMEOUT_MS
-    if _INT.fullmatch(text.strip()) and int(text) > 0:
+    if _INT.fullmatch(text.strip()) and 0 < int(text) <= _MAX_INT32:  # a Java int in Kafka; 0 would never wait
         return int(text)
-    raise OptionError(f"Option 'kafka.default.api.timeout.ms' must be a positive integer (milliseconds), got {text!r}",
-                      "kafka.default.api.timeout.ms")
+    raise OptionError(f"Option 'kafka.default.api.timeout.ms' must be an integer from 1 to {_MAX_INT32} (milliseconds), "
+                      f"got {text!r}", "kafka.default.api.timeout.ms")
 
 
 def _require_bootstrap(kafka_params: Mapping[str, str], client: str) -> str:

@@ -70,7 +70,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import faults
-from .kafka import TRANSIENT, client_config, describe_cluster
+from .kafka import ClusterUnanswered, client_config, describe_cluster
 from .options import OptionError, SinkOptions
 from .progress import ProgressStore, reader_params
 from .protocol import (
@@ -658,11 +658,17 @@ BROKER_CHECK_TIMEOUT_S = 10.0
 _PROPERTY = re.compile(r'property "?([A-Za-z0-9_.]+)"?')
 
 
-def check_client_settings(options: SinkOptions) -> None:
+def check_client_settings(options: SinkOptions, require_cluster: bool = False) -> None:
     """On the driver, before any data moves: the tasks' producer settings as librdkafka will take them
     (a producer is made and dropped, so every setting it would refuse in a task is refused here), and
-    the transaction timeout against the brokers' ``transaction.max.timeout.ms``."""
-    key = (options.bootstrap_servers, tuple(sorted(options.kafka_params.items())), options.delivery_guarantee)
+    the transaction timeout against the brokers' ``transaction.max.timeout.ms``.
+
+    ``require_cluster`` (a batch job): no broker answering within ``kafka.default.api.timeout.ms``
+    is an error naming the bootstrap servers.  Otherwise (a streaming query, whose sink PySpark
+    makes again at every micro-batch's commit) an unanswered check is only logged: a broker that is
+    down for a while must not fail a commit whose rows are written."""
+    key = (options.bootstrap_servers, tuple(sorted(options.kafka_params.items())), options.delivery_guarantee,
+           require_cluster)
     if key in _checked:
         return
     exactly_once = options.delivery_guarantee == "exactly-once"
@@ -677,7 +683,7 @@ def check_client_settings(options: SinkOptions) -> None:
         option = f"kafka.{culprit}" if culprit else f"kafka.{match.group(1)}" if match else "kafka.*"
         raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {problem}",
                           option)
-    cluster = _reachable(options)
+    cluster = _reachable(options, require_cluster)
     if exactly_once and cluster is not None:
         _check_transaction_timeout(options, cluster)
     _checked.add(key)
@@ -692,20 +698,25 @@ def _refused(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _reachable(options: SinkOptions) -> Any:
-    """The cluster's description, or, when no broker answers within ``kafka.default.api.timeout.ms``,
-    an OptionError naming the bootstrap servers: before any data moves, not after every task has
-    retried its clients for minutes.  Any other refusal is only logged (None): the tasks will say."""
-    timeout_s = options.api_timeout_ms / 1000
+def _reachable(options: SinkOptions, required: bool) -> Any:
+    """The cluster's description, or None (logged) when it cannot be had; when ``required`` and no
+    broker answers within ``kafka.default.api.timeout.ms``, an OptionError naming the bootstrap servers:
+    before any data moves, not after every task has retried its clients for minutes."""
+    if not required and options.delivery_guarantee != "exactly-once":
+        return None  # nothing to check it against
+    timeout_s = options.api_timeout_ms / 1000 if required else BROKER_CHECK_TIMEOUT_S
     try:
         return describe_cluster(options.bootstrap_servers, reader_params(options.kafka_params), timeout_s)
+    except ClusterUnanswered as exc:
+        if required:
+            raise OptionError(f"Option 'kafka.bootstrap.servers': {exc} (kafka.default.api.timeout.ms bounds the wait)",
+                              "kafka.bootstrap.servers") from None
+        problem: Exception = exc
     except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT):
-            raise OptionError(f"Option 'kafka.bootstrap.servers': {error.str()}", "kafka.bootstrap.servers") from None
-        log.warning("could not describe the cluster at %s (%s); the sink's settings are not checked against it",
-                    options.bootstrap_servers, exc)
-        return None
+        problem = exc
+    log.warning("could not describe the cluster at %s (%s); the sink's settings are not checked against it",
+                options.bootstrap_servers, problem)
+    return None
 
 
 def _check_transaction_timeout(options: SinkOptions, cluster: Any) -> None:

@@ -130,11 +130,14 @@ def _plan(start: Mapping[TP, int], end: Mapping[TP, int], min_partitions: int | 
             for r in ranges.plan_ranges(start, end, min_partitions=min_partitions)]
 
 
-def _read(options: SourceOptions, partition: InputPartition, group_id: str) -> Iterator[pa.RecordBatch]:
-    if not isinstance(partition, RangePartition):
-        # PySpark plans one InputPartition(None) where a batch read has no partitions at all (nothing
-        # to read in the range, or a subscription that covers no partition): it reads no rows.
-        return
+def _admin(options: SourceOptions) -> KafkaAdmin:
+    """The driver's client: its calls are retried for twice ``kafka.default.api.timeout.ms`` (120 s by
+    default), and an error still there then names the bootstrap servers."""
+    return KafkaAdmin(options.bootstrap_servers, options.kafka_params, 2 * options.api_timeout_ms / 1000,
+                      name_servers=True)
+
+
+def _read(options: SourceOptions, partition: RangePartition, group_id: str) -> Iterator[pa.RecordBatch]:
     yield from read_range(options.bootstrap_servers, options.kafka_params, group_id, partition.topic,
                           partition.partition, partition.start, partition.end,
                           include_headers=options.include_headers, fail_on_data_loss=options.fail_on_data_loss)
@@ -174,7 +177,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def admin(self) -> KafkaAdmin:
         if self._admin is None:
-            self._admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params, self.options.api_timeout_ms / 1000)
+            self._admin = _admin(self.options)
         return self._admin
 
     def initialOffset(self) -> dict[str, Any]:
@@ -298,6 +301,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _plan(begin, until, min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition), partition
         yield from _read(self.options, partition, self.group_id)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -329,7 +333,7 @@ class OnceflowBatchReader(DataSourceReader):
             log.warning("%s", warning)
 
     def partitions(self) -> Sequence[InputPartition]:
-        admin = KafkaAdmin(self.options.bootstrap_servers, self.options.kafka_params, self.options.api_timeout_ms / 1000)
+        admin = _admin(self.options)
         partitions = admin.partitions(self.options.subscription)
         start = resolve(self.options.starting_offsets, partitions, admin)
         end = resolve(self.options.ending_offsets or OffsetSpec("latest", {}), partitions, admin)
@@ -337,6 +341,11 @@ class OnceflowBatchReader(DataSourceReader):
         return _plan(start, {tp: max(end[tp], start[tp]) for tp in start}, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if type(partition) is InputPartition and partition.value is None:
+            # PySpark plans this one placeholder where a batch read has no partition at all (every
+            # range empty, or a subscription covering no partition): no rows.
+            return
+        assert isinstance(partition, RangePartition), partition
         yield from _read(self.options, partition, self.group_id)
 
 

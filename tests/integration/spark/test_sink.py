@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from onceflow.broker.process import free_port
 from tests.integration.spark.support import (
     TIMEOUT,
     assert_exactly_once,
@@ -227,13 +227,15 @@ def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, bro
         rows.write.format("onceflow").option("kafka.bootstrap.servers", bs).option("topic", topic).mode("overwrite").save()
     with pytest.raises(PySparkException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):  # Spark's own rule for Python sources
         rows.write.format("onceflow").option("kafka.bootstrap.servers", bs).option("topic", topic).save()
-    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there: named within kafka.default.api.timeout.ms
-    with pytest.raises(PySparkException, match=f"no Kafka broker answered at {nobody} within 2 s"):
-        rows.write.format("onceflow").option("kafka.bootstrap.servers", nobody).option("topic", topic) \
-            .option("kafka.default.api.timeout.ms", "2000").mode("append").save()
-    with pytest.raises(PySparkException, match=f"kafka.bootstrap.servers={nobody}: no answer within 2 s"):
-        spark.read.format("onceflow").option("kafka.bootstrap.servers", nobody).option("subscribe", topic) \
-            .option("kafka.default.api.timeout.ms", "2000").load().count()
+    with socket.socket() as held:  # bound, not listening: connections refused, named within kafka.default.api.timeout.ms
+        held.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{held.getsockname()[1]}"
+        with pytest.raises(PySparkException, match=f"no Kafka broker answered at {nobody} within 2 s"):
+            rows.write.format("onceflow").option("kafka.bootstrap.servers", nobody).option("topic", topic) \
+                .option("kafka.default.api.timeout.ms", "2000").mode("append").save()
+        with pytest.raises(PySparkException, match=f"kafka.bootstrap.servers={nobody}: still failing after 4 s"):
+            spark.read.format("onceflow").option("kafka.bootstrap.servers", nobody).option("subscribe", topic) \
+                .option("kafka.default.api.timeout.ms", "2000").load().count()
     assert read_topic(bs, topic, [0]) == [], "nothing was written"
 
 
