@@ -10,6 +10,7 @@ of the broker's, no patching: a handler gets this object as its ``broker``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,10 @@ def request(body: Any) -> Request:
     parsed = parse_request(memoryview(frame)[4:])
     assert isinstance(parsed, Request)
     return parsed
+
+
+async def settle(turns: int = 20) -> None:
+    """Let every task already scheduled run as far as it can: a bounded number of event-loop turns,
+    no wall-clock wait (a handler parks on a future within a few turns)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)

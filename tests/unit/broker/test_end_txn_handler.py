@@ -14,7 +14,7 @@ from kio.static.primitive import i16, i64
 from onceflow.broker.handlers.txn import handle_end_txn
 from onceflow.protocol.errors import ErrorCode
 
-from .context import Conn, InMemoryContext, request
+from .context import Conn, InMemoryContext, request, settle
 
 
 def end_txn(ctx: InMemoryContext, body: Any) -> Any:
@@ -37,7 +37,7 @@ def test_an_outcome_given_later_is_answered_then(ctx: InMemoryContext) -> None:
     async def scenario() -> ErrorCode:
         answer = asyncio.ensure_future(end_txn(ctx, EndTxnV3(transactional_id="tx", producer_id=i64(7), producer_epoch=i16(3),
                                                              committed=False)))
-        await asyncio.sleep(0)
+        await settle()
         assert not answer.done(), "the coordinator has not answered"
         ctx.txns.answer()
         return (await asyncio.wait_for(answer, 5)).error_code

@@ -13,7 +13,7 @@ from onceflow.broker.handlers.fetch import handle_fetch
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.builder import build_batch
 
-from .context import T0, Conn, InMemoryContext, request
+from .context import T0, Conn, InMemoryContext, request, settle
 
 
 def fetch_request(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0) -> FetchRequest:
@@ -60,7 +60,7 @@ def test_a_fetch_at_the_end_waits_for_the_high_watermark_to_move(ctx: InMemoryCo
 
     async def scenario() -> Any:
         answer = asyncio.ensure_future(handle_fetch(ctx, request(fetch_request("t", 1, max_wait_ms=5_000)), Conn()))
-        await asyncio.sleep(0.01)
+        await settle()
         assert not answer.done(), "nothing to return yet: a long poll"
         write_durably(ctx, 1)
         return first(await asyncio.wait_for(answer, 5))

@@ -17,7 +17,7 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.records.builder import build_batch
 from tests.support.wire import produce_request
 
-from .context import T0, Conn, InMemoryContext, request
+from .context import T0, Conn, InMemoryContext, request, settle
 
 
 def produce(ctx: InMemoryContext, body: Any, conn: Conn | None = None) -> Any:
@@ -93,7 +93,7 @@ def test_acks_0_is_never_answered_and_a_failure_closes_the_connection(ctx: InMem
 def test_acks_all_is_answered_once_the_write_is_durable(ctx: InMemoryContext) -> None:
     async def scenario() -> tuple[ErrorCode, int]:
         answer = asyncio.ensure_future(produce(ctx, produce_request("t", record())))
-        await asyncio.sleep(0.01)
+        await settle()
         assert not answer.done(), "not on disk yet"
         ctx.durability.flush()
         return outcome(await asyncio.wait_for(answer, 5))
@@ -105,7 +105,7 @@ def test_acks_all_is_answered_once_the_write_is_durable(ctx: InMemoryContext) ->
 def test_acks_all_whose_flush_fails_is_a_storage_error(ctx: InMemoryContext) -> None:
     async def scenario() -> tuple[ErrorCode, int]:
         answer = asyncio.ensure_future(produce(ctx, produce_request("t", record())))
-        await asyncio.sleep(0)
+        await settle()
         ctx.durability.flush(OSError("EIO"))
         return outcome(await asyncio.wait_for(answer, 5))
 
