@@ -126,3 +126,7 @@ def test_what_needs_the_spark_extra_says_so_in_one_line(base_env: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1] == ("ModuleNotFoundError: onceflow.spark needs pyspark, pyarrow, pandas, "
                                             "which the spark extra installs: pip install 'onceflow[spark]'"), proc.stderr
+    # Spark's lookup of Python data sources imports pyspark_onceflow: without the extra it defines nothing.
+    proc = _run(base_env / "python", "-c", "import pyspark_onceflow; print(hasattr(pyspark_onceflow, 'DefaultSource'))",
+                cwd=base_env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc

@@ -361,12 +361,14 @@ class Report:
         return out
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every committed record of ``topic``, in offset order per partition."""
+def read_committed(bootstrap: str, topic: str, partitions: int = PARTITIONS,
+                   isolation: str = "read_committed") -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every committed record of ``topic`` (or every record: ``read_uncommitted``),
+    in offset order per partition."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True, **QUIET})
+                         "isolation.level": isolation, "enable.partition.eof": True, **QUIET})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[tuple[bytes | None, bytes | None]] = []
     at_end: set[int] = set()

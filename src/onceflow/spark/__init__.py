@@ -33,12 +33,17 @@ the package imports, and ``register`` says what to install.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["EXTRA_MODULES", "FORMAT", "missing_modules", "register", "write_exactly_once"]
 
 FORMAT = "onceflow"
+
+log = logging.getLogger(__name__)
 
 #: What the ``spark`` extra installs that the connector imports (``pip install 'onceflow[spark]'``).
 EXTRA_MODULES = ("pyspark", "pyarrow", "pandas")
@@ -50,10 +55,58 @@ def missing_modules(also: Sequence[str] = ()) -> list[str]:
 
 
 def register(spark: Any) -> None:
-    """Register the ``onceflow`` format with a SparkSession."""
+    """Register the ``onceflow`` format with a SparkSession: classic or Spark Connect.
+
+    With ``onceflow[spark]`` installed in the Python Spark runs for its workers the format is
+    found without it too (``pyspark_onceflow``); calling it is still right in classic PySpark.
+
+    * Local mode, classic: when neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` says
+      which Python the workers run, Spark starts ``python3`` from ``PATH``, which may not be
+      this interpreter (a virtual environment not activated).  Then the workers are given
+      this driver's Python (``worker_python.path()``), and a line says so.  On a cluster
+      nothing is guessed: the executors' Python is the cluster's to name (README).
+    * Inside Spark Declarative Pipelines' definitions nothing is registered: the format comes
+      from ``pyspark_onceflow`` there, because PySpark 4.3's ``spark-pipelines`` fails at the end
+      of a run when the pipeline's session registered a data source (README).
+    """
+    if _in_pipeline_definitions():
+        log.info("onceflow: in a Spark Declarative Pipeline the onceflow format is found through "
+                 "pyspark_onceflow; nothing to register")
+        return
     from .datasource import OnceflowDataSource
 
+    _default_worker_python(spark)
     spark.dataSource.register(OnceflowDataSource)
+
+
+def _in_pipeline_definitions() -> bool:
+    """Whether this runs while ``spark-pipelines`` imports a pipeline's definitions."""
+    registry = sys.modules.get("pyspark.pipelines.graph_element_registry")
+    if registry is None:
+        return False
+    try:
+        registry.get_active_graph_element_registry()
+    except Exception:  # noqa: BLE001 - PySpark raises its own error class when there is none
+        return False
+    return True
+
+
+def _default_worker_python(spark: Any) -> None:
+    """In classic local mode with no worker Python named, run the workers with this one."""
+    if "pyspark.sql.connect.session" in sys.modules and isinstance(
+            spark, sys.modules["pyspark.sql.connect.session"].SparkSession):
+        return  # Spark Connect: the workers are the server's
+    context = spark.sparkContext
+    named = os.environ.get("PYSPARK_PYTHON") or context.getConf().get("spark.pyspark.python")
+    if named or not context.master.startswith("local"):
+        return
+    from . import worker_python
+
+    chosen = worker_python.path()
+    context.pythonExec = chosen  # the Python functions made from now on (the data source's, UDFs')
+    context._conf.set("spark.pyspark.python", chosen)  # the JVM's conf: Spark's own Python runners
+    log.warning("onceflow: Spark's workers will run %s, this driver's Python (neither PYSPARK_PYTHON nor "
+                "spark.pyspark.python was set, and python3 on PATH may lack onceflow)", chosen)
 
 
 def __getattr__(name: str) -> Any:  # the foreachBatch helper imports PySpark only when used
