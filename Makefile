@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install bytecode demo test check unit integration fuzz reference-suite bounce chaos bench check-java reference state-diagrams clean
+.PHONY: all install bytecode demo test check unit integration fuzz reference-suite spark-cluster bounce chaos bench check-java reference state-diagrams clean
 
 all: test
 
@@ -38,9 +38,10 @@ reference: $(STAMP) check-java
 demo: $(STAMP) bytecode check-java
 	$(BIN)/onceflow demo
 
-# Everything but the tests marked "long" (pyproject.toml), which make reference-suite runs.
+# Everything but the tests marked "long" (pyproject.toml), which make reference-suite runs, and
+# "cluster", which make spark-cluster runs.
 test: $(STAMP) bytecode check-java reference
-	$(BIN)/python -m pytest -q -m "not long" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not long and not cluster" $(PYTEST_ARGS)
 
 # Lint and type-check the sources (configured in pyproject.toml).
 check: $(STAMP)
@@ -86,6 +87,11 @@ reference-suite: $(STAMP) check-java reference
 # 30000 records, 4 copiers, 12 bounces of Onceflow; then the same records through Apache Kafka.
 bounce: $(STAMP) check-java reference
 	ONCEFLOW_BOUNCE_LONG=1 $(BIN)/python -m pytest -q tests/reference/test_transactions_bounce.py $(PYTEST_ARGS)
+
+# The exactly-once sink on a Spark standalone cluster (a master and two workers from the installed
+# PySpark, on loopback), a worker SIGKILLed under the running query, the output checked record by record.
+spark-cluster: $(STAMP) bytecode check-java
+	$(BIN)/python -m pytest -q tests/integration/spark/test_cluster.py $(PYTEST_ARGS)
 
 bench: $(STAMP) bytecode
 	$(BIN)/onceflow bench produce

@@ -1,12 +1,15 @@
 """A Spark driver as its own process, so a test can SIGKILL it in the middle of a micro-batch.
 
     python driver.py BOOTSTRAP INPUT OUTPUT CHECKPOINT [--available-now] [--max-offsets N]
+                     [--master URL] [--conf KEY=VALUE ...]
 
 Reads INPUT with the onceflow source, upper-cases each value, and writes it to OUTPUT with the
 exactly-once onceflow sink, checkpointing in CHECKPOINT (a test makes its tasks pause inside
-their transactions with ``onceflow.spark.faults``, so that a kill lands inside a batch).  It prints ``started`` once the query runs and ``batch N`` after each micro-batch.  With
+their transactions with ``onceflow.spark.faults``, so that a kill lands inside a batch).  It
+prints ``started`` once the query runs and ``batch N`` after each micro-batch.  With
 ``--available-now`` it processes what is there and exits 0; otherwise it runs until killed
-(or for at most ``RUN_AT_MOST_S``).
+(or for at most ``RUN_AT_MOST_S``).  ``--master`` is ``local[2,4]`` unless a test runs it on a
+cluster (test_cluster.py), with the cluster's settings as ``--conf``.
 """
 
 from __future__ import annotations
@@ -28,14 +31,20 @@ def main() -> int:
     parser.add_argument("checkpoint")
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets", type=int, default=0)
+    parser.add_argument("--master", default="local[2,4]")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = worker_python.path()  # PySpark imported with its bytecode cached
     from pyspark.sql import SparkSession
 
     import onceflow.spark
 
-    spark = (SparkSession.builder.master("local[2,4]").appName("onceflow-test-driver")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("onceflow-test-driver")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     onceflow.spark.register(spark)
     reader = (spark.readStream.format("onceflow").option("kafka.bootstrap.servers", args.bootstrap)
