@@ -17,6 +17,10 @@ reports data loss because of one.  Real loss (the start fell below the log
 start offset after retention) is ``DataLossError`` or, without
 ``failOnDataLoss``, a warning and a jump to the log start.
 
+Every client's librdkafka log goes to Python logging at DEBUG (``ClientLog``), not to the
+console, where a client that cannot reach a broker would print every reconnect; errors that
+librdkafka words vaguely ("timed out") quote the client's last line, which says why.
+
 Row layout, as Spark's Kafka source has it: key, value (binary), topic,
 partition, offset, timestamp, timestampType (0 CreateTime, 1
 LogAppendTime), and headers (key, value) with ``includeHeaders``.
@@ -95,11 +99,44 @@ class DataLossError(RuntimeError):
     """Offsets a query still needed are gone (retention, a deleted topic) and failOnDataLoss is on."""
 
 
+#: Where librdkafka's own log lines go: this Python logger, at DEBUG.  Printed, they flood the
+#: console: a client that cannot reach a broker logs every reconnect, about twenty lines a second.
+CLIENT_LOG = logging.getLogger("onceflow.spark.librdkafka")
+
+
+class ClientLog:
+    """A client's librdkafka log (its ``logger`` setting): each line goes to ``CLIENT_LOG`` at DEBUG,
+    never to the console, and the last is kept for an error to quote (the cause of a failure, such
+    as "Connection refused", is often only there).  confluent-kafka hands the lines over inside the
+    client's ``poll``/``consume``/``flush``: a client that is never polled keeps them queued."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def log(self, level: int, msg: str, *args: Any) -> None:  # confluent-kafka: log(level, "%s [%s] %s", ...)
+        line = msg % args if args else msg
+        self.last = line.rpartition("]: ")[2] or line
+        if CLIENT_LOG.isEnabledFor(logging.DEBUG):
+            CLIENT_LOG.debug("%s %s", logging.getLevelName(level), line)
+
+    def quoted(self) -> str:
+        """``; the client's last log line: ...``, or nothing when it logged nothing."""
+        return f"; the client's last log line: {self.last}" if self.last else ""
+
+
 def client_config(bootstrap_servers: str, kafka_params: Mapping[str, str]) -> dict[str, Any]:
-    """librdkafka settings: the ``kafka.*`` options, bootstrap servers, quiet logs by default."""
+    """librdkafka settings: the ``kafka.*`` options, bootstrap servers, quiet logs by default, and the
+    client's log lines kept off the console (``ClientLog``, under ``logger``)."""
     config: dict[str, Any] = {"log_level": 3, **kafka_params}
     config["bootstrap.servers"] = bootstrap_servers
+    config["logger"] = ClientLog()
     return config
+
+
+def client_log(config: Mapping[str, Any]) -> ClientLog | None:
+    """The ``ClientLog`` of a configuration made by ``client_config``."""
+    logger = config.get("logger")
+    return logger if isinstance(logger, ClientLog) else None
 
 
 def _isolation(kafka_params: Mapping[str, str]) -> IsolationLevel:
@@ -125,6 +162,8 @@ class KafkaAdmin:
         self._config = client_config(bootstrap_servers, kafka_params)
         #: With ``name_servers`` (the source's driver), an error still there after ``timeout_s`` names the servers.
         self._where = f"kafka.bootstrap.servers={bootstrap_servers}" if name_servers else None
+        #: The log of this admin's clients, one after another (``_renew``): what the last one said.
+        self._log = client_log(self._config)
         self._admin = AdminClient(self._config)
         self._isolation = _isolation(kafka_params)
         self._timeout_s = timeout_s
@@ -133,7 +172,19 @@ class KafkaAdmin:
         """A new client for a retry: it starts from fresh metadata.  The old one may go on asking
         a leader that was killed (librdkafka keeps its cached leader until its next metadata
         refresh) or send a stale leader epoch (FENCED_LEADER_EPOCH)."""
+        self._admin.poll(0)  # its last log lines, before it goes
         self._admin = AdminClient(self._config)
+
+    def _polled(self, call: Callable[[], _T]) -> Callable[[], _T]:
+        """``call``, then the client's queued log lines handed to its ``ClientLog`` (an admin client
+        is polled nowhere else, and would keep them)."""
+        def attempt() -> _T:
+            try:
+                return call()
+            finally:
+                self._admin.poll(0)
+
+        return attempt
 
     @property
     def client(self) -> AdminClient:
@@ -141,7 +192,7 @@ class KafkaAdmin:
 
     def retrying(self, call: Callable[[], _T]) -> _T:
         """``call`` (which uses ``client``), retried on transient errors with a fresh client, within the timeout."""
-        return _retrying(call, self._timeout_s, self._renew, self._where)
+        return _retrying(self._polled(call), self._timeout_s, self._renew, self._where, self._log)
 
     def partitions(self, subscription: Subscription) -> list[TP]:
         """The partitions the subscription covers now (new partitions and matching topics included)."""
@@ -152,8 +203,7 @@ class KafkaAdmin:
 
         A topic whose metadata has an error other than "does not exist" (being
         created, a leader moving) is *unsettled*: neither listed nor absent."""
-        metadata = _retrying(lambda: self._admin.list_topics(timeout=self._timeout_s), self._timeout_s, self._renew,
-                              self._where)
+        metadata = self.retrying(lambda: self._admin.list_topics(timeout=self._timeout_s))
         assigned = set(subscription.partitions) if isinstance(subscription, Assign) else set()
         out: list[TP] = []
         unsettled: set[str] = set()
@@ -192,6 +242,7 @@ class KafkaAdmin:
                 continue
             if description.topic_id is not None:
                 ids[name] = str(description.topic_id)
+        self._admin.poll(0)  # its log lines (``_polled``)
         return ids
 
     def earliest(self, partitions: Iterable[TP]) -> dict[TP, int]:
@@ -223,7 +274,7 @@ class KafkaAdmin:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no offset for {unknown} (leader unreachable)"))
             return offsets
 
-        return _retrying(call, self._timeout_s, self._renew, self._where)
+        return self.retrying(call)
 
     def commit_group_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> None:
         """Store ``offsets`` as ``group_id``'s committed offsets (commitOffsetsToGroup), for lag tools."""
@@ -240,7 +291,7 @@ class KafkaAdmin:
                     if tp.error is not None:
                         raise KafkaException(tp.error)
 
-        _retrying(call, self._timeout_s, self._renew, self._where)
+        self.retrying(call)
 
 
 #: How long one try of a driver-side call may wait for an answer.  A request to a leader that was
@@ -269,11 +320,12 @@ def _result(future: Any, request_timeout_s: float) -> Any:
 
 
 def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None] | None = None,
-              where: str | None = None) -> _T:
+              where: str | None = None, said: ClientLog | None = None) -> _T:
     """Run a driver-side metadata call, retrying transient errors (a broker restarting, leaders
     not known yet or moved) with backoff for up to ``timeout_s``, as Spark's KafkaOffsetReader
     retries.  ``renew`` runs before each retry: a new client, whose metadata is fresh.  A transient
-    error still there at the end says ``where`` (the bootstrap servers) and how long it waited."""
+    error still there at the end says ``where`` (the bootstrap servers), how long it waited, and
+    what the client last logged (``said``): librdkafka's error ("timed out") seldom says why."""
     deadline = time.monotonic() + timeout_s
     backoff = 0.1
     while True:
@@ -285,26 +337,14 @@ def _retrying(call: Callable[[], _T], timeout_s: float, renew: Callable[[], None
             if not transient or time.monotonic() + backoff > deadline:
                 if transient and where is not None:
                     raise KafkaException(KafkaError(error.code(), f"{where}: still failing after {timeout_s:g} s: "
-                                                    f"{error.str()}", retriable=error.retriable())) from exc
+                                                    f"{error.str()}{said.quoted() if said else ''}",
+                                                    retriable=error.retriable())) from exc
                 raise
             log.info("retrying after a transient error: %s", error)
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
             if renew is not None:
                 renew()
-
-
-class _LastWords(logging.Handler):
-    """A driver-side check's librdkafka log, kept instead of printed: a cluster that does not answer
-    makes the client log every reconnect, about twenty lines a second.  The check's error quotes the
-    last line instead."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.last = record.getMessage().rpartition("]: ")[2] or None
 
 
 class ClusterUnanswered(Exception):
@@ -316,10 +356,9 @@ def describe_cluster(bootstrap_servers: str, kafka_params: Mapping[str, str], ti
     cluster that never answers (transient errors to the end) is ``ClusterUnanswered``, naming the address
     and quoting the client's last log line (librdkafka's own lines are kept from the console: it would
     print about twenty a second).  Any other error is the client's KafkaException."""
-    words = _LastWords()
-    client_log = logging.Logger("onceflow.spark.cluster-check")  # unregistered: it goes with the client
-    client_log.addHandler(words)
-    config: dict[str, Any] = {**client_config(bootstrap_servers, kafka_params), "logger": client_log}
+    config = client_config(bootstrap_servers, kafka_params)
+    words = client_log(config)
+    assert words is not None
     client = [AdminClient(config)]  # emptied before an error leaves: the client goes, not kept by the error
     attempt_s = min(timeout_s, ATTEMPT_TIMEOUT_S)
 
@@ -370,7 +409,9 @@ def read_range(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id
     """
     if end <= start:
         return
-    consumer = Consumer(reader_config(bootstrap_servers, kafka_params, group_id))
+    config = reader_config(bootstrap_servers, kafka_params, group_id)
+    consumer = Consumer(config)
+    said = client_log(config)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         builder = _BatchBuilder(topic, partition, include_headers)
@@ -402,7 +443,8 @@ def read_range(bootstrap_servers: str, kafka_params: Mapping[str, str], group_id
             if builder.rows >= ARROW_BATCH_ROWS:
                 yield builder.finish()
             if not done and time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}-{partition} [{start}, {end}): no progress for {timeout_s:.0f} s")
+                raise TimeoutError(f"reading {topic}-{partition} [{start}, {end}) from {bootstrap_servers}: no progress "
+                                   f"for {timeout_s:.0f} s{said.quoted() if said else ''}")
         if builder.rows:
             yield builder.finish()
     finally:

@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import ranges
+from ._errors import surfaced
 from .kafka import TP, DataLossError, KafkaAdmin, Listing, read_range, reader_group_id
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscribe
 
@@ -180,10 +181,12 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._admin = _admin(self.options)
         return self._admin
 
+    @surfaced
     def initialOffset(self) -> dict[str, Any]:
         partitions = self.admin.partitions(self.options.subscription)
         return to_spark_offsets(resolve(self.options.starting_offsets, partitions, self.admin))
 
+    @surfaced
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
@@ -191,6 +194,7 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
+    @surfaced
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_spark_offsets(start)
         begin_plan = BatchPlan.from_offsets(start)
@@ -274,14 +278,17 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("%s; continuing without them (failOnDataLoss=false)", detail)
         return replaced
 
+    @surfaced
     def prepareForTriggerAvailableNow(self) -> None:
         partitions = self.admin.partitions(self.options.subscription)
         self._available_now = self.admin.latest(partitions)
 
+    @surfaced
     def reportLatestOffset(self) -> dict[str, Any] | None:
         partitions = self.admin.partitions(self.options.subscription)
         return to_spark_offsets(self.admin.latest(partitions))
 
+    @surfaced
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """The micro-batch's tasks, from Spark's offset log alone where it holds the plan (``BatchPlan``):
         a replay after a restart is split as it was first, whatever ``minPartitions`` says now."""
@@ -300,10 +307,12 @@ class OnceflowStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              self.options)
         return _plan(begin, until, min_partitions)
 
+    @surfaced
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
         yield from _read(self.options, partition, self.group_id)
 
+    @surfaced
     def commit(self, end: dict[str, Any]) -> None:
         self._commit_to_group(from_spark_offsets(end))
 
@@ -332,6 +341,7 @@ class OnceflowBatchReader(DataSourceReader):
         for warning in options.warnings:
             log.warning("%s", warning)
 
+    @surfaced
     def partitions(self) -> Sequence[InputPartition]:
         admin = _admin(self.options)
         partitions = admin.partitions(self.options.subscription)
@@ -340,6 +350,7 @@ class OnceflowBatchReader(DataSourceReader):
         start = _check_start(start, admin.earliest(partitions), self.options)
         return _plan(start, {tp: max(end[tp], start[tp]) for tp in start}, self.options.min_partitions)
 
+    @surfaced
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if type(partition) is InputPartition and partition.value is None:
             # PySpark plans this one placeholder where a batch read has no partition at all (every

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from . import sink
+from ._errors import surfaced
 from .options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class OnceflowStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
+    @surfaced
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         context = _task()
         task = _stream_task(context, self.options)
@@ -69,11 +71,13 @@ class OnceflowStreamWriter(DataSourceStreamArrowWriter):
                                                task.name, task.run))
         return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
 
+    @surfaced
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         outcomes = _outcomes(messages)
         sink.finish(outcomes, self.options)
         log.info("micro-batch %d written: %s", batchId, sink.summarize(outcomes))
 
+    @surfaced
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("micro-batch %d aborted by Spark; tasks that committed are kept and skipped on re-run", batchId)
 
@@ -88,6 +92,7 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
         if options.name is None:  # may be a batch job (write_exactly_once always names its writes)
             sink.start_job(options, self.job_id)
 
+    @surfaced
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         context = _task()
         partition = context.partitionId()
@@ -104,6 +109,7 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
                                                task.name, task.run))
         return SinkCommit(sink.write_exactly_once(iterator, task, self.options))
 
+    @surfaced
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         outcomes = _outcomes(messages)
         try:
@@ -114,6 +120,7 @@ class OnceflowBatchWriter(DataSourceArrowWriter):
                 sink.finish_job(self.options, self.job_id, fence_slots=any(o.query_id == self.job_id for o in outcomes))
         log.info("batch write done: %s", sink.summarize(outcomes))
 
+    @surfaced
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.name is None:
             sink.finish_job(self.options, self.job_id)

@@ -201,6 +201,22 @@ def test_foreach_batch_writes_several_topics_atomically_per_task(spark: Any, bro
     assert runs == {str(query.runId)}, f"written under the query's run id, not the job group's: {runs}"
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error as PySpark raises it (and prints it, after the exception's type)."""
+    return str(exc).splitlines()[0]
+
+
+def _run_to_failure(query: Any) -> None:
+    query.awaitTermination(60)  # raises the query's exception
+    if query.exception() is not None:
+        raise query.exception()
+
+
+#: PySpark's switch that drops the chain of an exception raised in a data source's planning (load(),
+#: a write's start): with it off, the connector's one line comes first there too (``onceflow.spark._errors``).
+SIMPLIFIED_TRACEBACK = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
+
+
 def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, broker_process: BrokerProcess) -> None:
     from pyspark.errors import PySparkException
 
@@ -208,6 +224,30 @@ def test_bad_options_and_columns_are_named_before_any_data_moves(spark: Any, bro
     topic = new_topic(bs, 1)
     def base() -> Any:  # a DataStreamReader's option() changes it in place: a new one each time
         return spark.readStream.format("onceflow").option("kafka.bootstrap.servers", bs)
+
+    # A streaming source's error (its reader is made when the query starts) comes first, whatever PySpark's settings.
+    with pytest.raises(PySparkException) as caught:
+        _run_to_failure(base().option("subscribe", topic).option("endingOffsets", "latest").load()
+                        .writeStream.format("noop").option("checkpointLocation", checkpoint()).start())
+    assert "OptionError: Option 'endingOffsets' is not valid in streaming queries" in _first_line(caught.value)
+    # Planning errors come first too once PySpark keeps their chain (by default it drops it: README).
+    spark.conf.set(SIMPLIFIED_TRACEBACK, "false")
+    try:
+        with pytest.raises(PySparkException) as caught:
+            base().option("subscribe", topic).option("startingOffset", "earliest").load()
+        assert "Unknown option 'startingoffset' for the onceflow source; did you mean 'startingOffsets'?" \
+            in _first_line(caught.value)
+        with pytest.raises(PySparkException) as caught:
+            spark.createDataFrame([("v",)], "value string").write.format("onceflow") \
+                .option("kafka.bootstrap.servers", bs).option("topc", topic).mode("append").save()
+        assert "Unknown option 'topc' for the onceflow sink; did you mean 'topic'?" in _first_line(caught.value)
+        with pytest.raises(PySparkException) as caught:
+            _run_to_failure(source(spark, bs, topic).selectExpr("key").writeStream.format("onceflow")
+                            .option("kafka.bootstrap.servers", bs).option("topic", topic)
+                            .option("checkpointLocation", checkpoint()).start())
+        assert "'value'" in _first_line(caught.value), _first_line(caught.value)
+    finally:
+        spark.conf.unset(SIMPLIFIED_TRACEBACK)
 
     with pytest.raises(PySparkException, match="(?i)unknown option 'startingoffset'.*did you mean 'startingOffsets'"):
         base().option("subscribe", topic).option("startingOffset", "earliest").load()

@@ -252,8 +252,11 @@ def test_a_topic_deleted_and_created_again_is_data_loss_never_a_silent_skip(spar
     if fail_on_data_loss:
         from pyspark.errors import StreamingQueryException
 
-        with pytest.raises(StreamingQueryException, match=f"(?s)deleted and created again.*{topic}-0 .read up to offset 10"):
+        with pytest.raises(StreamingQueryException, match=f"(?s)deleted and created again.*{topic}-0 .read up to offset 10") \
+                as caught:
             out.run(frame)
+        first = str(caught.value).splitlines()[0]  # the source's own line comes first (onceflow.spark._errors)
+        assert "DataLossError: partitions the query was reading changed" in first and f"{topic}-0" in first, first
     else:
         out.run(frame)
         values = sorted(v for v, _, _ in out.rows(spark))

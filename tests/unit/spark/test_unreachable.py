@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from onceflow.spark import sink
-from onceflow.spark.kafka import KafkaAdmin
+from onceflow.spark import progress, sink
+from onceflow.spark.kafka import CLIENT_LOG, KafkaAdmin, read_range
 from onceflow.spark.options import OptionError, Subscribe, parse_sink_options, parse_source_options
 
 
@@ -76,3 +76,35 @@ def test_a_batch_read_with_no_partition_reads_pysparks_placeholder_as_no_rows() 
     streaming = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True)
     with pytest.raises(AssertionError):  # PySpark never plans a placeholder for a micro-batch
         list(OnceflowStreamReader(streaming).read(InputPartition(None)))
+
+
+def _console_lines(capfd: pytest.CaptureFixture[str]) -> list[str]:
+    return capfd.readouterr().err.splitlines()
+
+
+def test_no_client_prints_librdkafkas_reconnect_lines_yet_the_errors_still_say_why(
+        nobody: str, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """Each client of the connector, against a closed port, for about two seconds: librdkafka logs
+    every reconnect (about twenty lines a second printed, before), now kept off the console and at
+    DEBUG on ``onceflow.spark.librdkafka``; the errors quote the client's last line."""
+    caplog.set_level("DEBUG", CLIENT_LOG.name)
+    _console_lines(capfd)
+    with pytest.raises(Exception, match=f"kafka.bootstrap.servers={nobody}: still failing after 2 s: .*; the client's "
+                                        "last log line: .*Connection refused"):
+        KafkaAdmin(nobody, {}, 2.0, name_servers=True).partitions(Subscribe(("t",)))  # the source's driver
+    with pytest.raises(TimeoutError, match=f"from {nobody}: no progress for 2 s; the client's last log line: "
+                                           ".*Connection refused"):  # a source task
+        list(read_range(nobody, {}, "g", "t", 0, 0, 10, include_headers=False, fail_on_data_loss=True, timeout_s=2))
+    options = _sink(nobody)
+    producers = [sink.Producer(sink._producer_config(options, "tid")), sink.Producer(sink._at_least_once_config(options))]
+    consumer = progress._consumer(nobody, {})  # the progress topic's reader, kept per process
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        for producer in producers:
+            producer.poll(0.1)
+        consumer.consume(1, 0.1)
+    lines = _console_lines(capfd)
+    assert len(lines) <= 3, lines
+    logged = [r for r in caplog.records if r.name == CLIENT_LOG.name]
+    assert logged and all(r.levelname == "DEBUG" for r in logged)
+    assert any("Connection refused" in r.getMessage() for r in logged)
