@@ -16,12 +16,13 @@ when a data source was registered by the pipeline's session, because its
 client does not expect the Python accumulator results the server then sends
 (README, "Spark Declarative Pipelines").
 
-Without the ``spark`` extra (no pyarrow, say) nothing is defined and Spark
-skips this module: a missing extra must not break the lookup of every other
-Python data source.
+Without the ``spark`` extra (no pyarrow, say), or with an install of ours
+broken in any other way, nothing is defined and Spark skips this module: the
+lookup imports every ``pyspark_*`` module in one worker, and an exception here
+would fail the lookup of every other Python data source too.
 """
 
 try:
     from onceflow.spark.datasource import OnceflowDataSource as DefaultSource  # noqa: F401 (what Spark looks up)
-except ImportError:  # the spark extra is missing: nothing to register here
+except Exception:  # noqa: BLE001 - see above: register() still says what is missing
     pass
