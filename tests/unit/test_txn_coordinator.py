@@ -151,6 +151,9 @@ class Harness:
         settings = {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "transaction.remove.expired.transaction.cleanup.interval.ms": 1000,
+            # The coordinator's own aborts (a fence, a timeout) as before transactions v2, unless a
+            # test asks for 2 (Kafka 4's default; test_txn_coordinator_v2.py).
+            "transaction.version": 1,
         }
         settings.update({k.replace("_", "."): v for k, v in config.items()})
         self.events: list = []
@@ -198,9 +201,13 @@ class Harness:
         self.coord.add_offsets(tid, pid, epoch, (OFFSETS, partition), box)
         return box
 
-    def end(self, tid: str, pid: int, epoch: int, commit: bool = True) -> Box:
+    def end(self, tid: str, pid: int, epoch: int, commit: bool = True, tv: int = 0) -> Box:
+        """EndTxn; the box gets the error alone below transaction version 2, else (error, pid, epoch)."""
         box = Box(self.events)
-        self.coord.end_txn(tid, pid, epoch, commit, box)
+        if tv:
+            self.coord.end_txn(tid, pid, epoch, commit, box, tv)
+        else:
+            self.coord.end_txn(tid, pid, epoch, commit, lambda error, *_: box(error))
         return box
 
     def finish(self, tid: str, pid: int, epoch: int, commit: bool = True) -> None:
@@ -265,7 +272,9 @@ def test_first_init_persists_then_applies() -> None:
     assert (md.state, md.producer_id, md.producer_epoch, md.pending_state) == (S.EMPTY, 1000, -1, S.EMPTY)
     [(partition, tid, value)] = h.store.pending_records()
     assert (partition, tid) == (h.coord.partition_for("t"), "t")
-    assert value == rec.TransactionLogValue(1000, 0, TIMEOUT, 0, None, h.t0, -1)
+    # Value version 1 (transaction.version >= 1, as Kafka 4 writes): the previous producer id is the
+    # one in use before the transition, as Kafka writes it.
+    assert value == rec.TransactionLogValue(1000, 0, TIMEOUT, 0, None, h.t0, -1, previous_producer_id=1000)
     assert h.init("t").one == (E.concurrent_transactions, -1, -1)  # pending
     h.store.complete_all()
     assert box.one == (E.none, 1000, 0)

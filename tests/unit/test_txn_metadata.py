@@ -22,11 +22,12 @@ S = TransactionState
 NOW = 1_000_000
 
 # Kafka's TransactionState.scala, written out independently of the module.
+#: Kafka 4.3's TransactionState.VALID_PREVIOUS_STATES (PrepareAbort from Empty/Complete*: transactions v2).
 KAFKA_TABLE = {
     "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
     "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
     "PrepareCommit": {"Ongoing"},
-    "PrepareAbort": {"Ongoing", "PrepareEpochFence"},
+    "PrepareAbort": {"Ongoing", "PrepareEpochFence", "Empty", "CompleteCommit", "CompleteAbort"},
     "CompleteCommit": {"PrepareCommit"},
     "CompleteAbort": {"PrepareAbort"},
     "Dead": {"Empty", "CompleteAbort", "CompleteCommit"},
@@ -171,7 +172,7 @@ def test_full_transaction_cycle_applies_on_complete() -> None:
     m.remove_partition(("b", 0))
     m.complete_transition(m.prepare_complete(NOW + 4))
     assert (m.state, m.topic_partitions, m.txn_last_update_timestamp) == (S.COMPLETE_COMMIT, set(), NOW + 4)
-    assert m.last_producer_epoch == -1  # TV0: Complete does not touch the epochs
+    assert m.last_producer_epoch == -1  # TV0: Complete keeps the epochs
 
     # The next transaction restarts the clock.
     m.complete_transition(m.prepare_add_partitions([("c", 0)], NOW + 10))

@@ -62,6 +62,10 @@ DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 DESCRIBE_TOPIC_PARTITIONS = 75
 
+#: The first versions of a transactions-v2 client (KIP-890 part 2): Produce adds its partitions
+#: to the transaction itself, TxnOffsetCommit its group, EndTxn bumps the epoch.
+PRODUCE_V2, TXN_OFFSET_COMMIT_V2, END_TXN_V2 = 12, 5, 5
+
 #: api_key -> (min_version, max_version)
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),

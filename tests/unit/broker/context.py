@@ -71,24 +71,24 @@ class Transactions:
         self.end_outcome = ErrorCode.none
         self.end_later = False
         self.ended: list[tuple[str, int, int, bool]] = []
-        self._pending: list[Callable[[ErrorCode], None]] = []
+        self._pending: list[Callable[[ErrorCode, int, int], None]] = []
 
     def partition_in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                                  partition: int) -> ErrorCode:
         return self.verdict
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                done: Callable[[ErrorCode], None]) -> None:
+                done: Callable[[ErrorCode, int, int], None], client_transaction_version: int = 0) -> None:
         self.ended.append((transactional_id, producer_id, producer_epoch, commit))
         if self.end_later:
             self._pending.append(done)
         else:
-            done(self.end_outcome)
+            done(self.end_outcome, producer_id, producer_epoch)
 
     def answer(self) -> None:
         pending, self._pending = self._pending, []
         for done in pending:
-            done(self.end_outcome)
+            done(self.end_outcome, -1, -1)
 
 
 class Markers:

@@ -26,6 +26,7 @@ from typing import Any
 from ...config import TRANSACTION_PARTITION_VERIFICATION_ENABLE
 from ...coordinator import OFFSETS_TOPIC
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
+from ...coordinator.transaction.metadata import TV_2
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error, via_callback
@@ -110,11 +111,16 @@ def handle_end_txn(broker: BrokerContext, request: Request, conn: Connection) ->
     m = responses(request)
     body = request.body
 
-    def respond(error: ErrorCode) -> Any:
-        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
+    def respond(result: tuple[ErrorCode, int, int]) -> Any:
+        error, producer_id, producer_epoch = result
+        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2),
+                     producer_id=producer_id, producer_epoch=producer_epoch)
 
+    # EndTxn v5+ is a transactions-v2 client's (KIP-890 part 2): its end bumps the epoch.
+    client_version = TV_2 if request.api_version >= apis.END_TXN_V2 else 0
     return via_callback(
-        lambda cb: broker.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed), cb),
+        lambda cb: broker.txns.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed),
+                                       lambda error, pid, epoch: cb((error, pid, epoch)), client_version),
         respond,
     )
 

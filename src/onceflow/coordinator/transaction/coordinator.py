@@ -77,6 +77,8 @@ from ...protocol.errors import ErrorCode
 from ..runtime import CoordinatorRuntime
 from .markers import TransactionMarkerChannelManager
 from .metadata import (
+    MAX_PRODUCER_EPOCH,
+    TV_2,
     TransactionMetadata,
     TransactionState,
     TransactionStateError,
@@ -123,6 +125,8 @@ class _Parked:
 
 
 InitProducerIdCallback = Callable[[ErrorCode, int, int], None]
+#: EndTxn's answer: (error, producer id, producer epoch), the id and epoch the producer goes on with.
+EndTxnCallback = Callable[[ErrorCode, int, int], None]
 
 
 class TransactionCoordinator:
@@ -151,7 +155,8 @@ class TransactionCoordinator:
         self._timeouts = TransactionTimeouts(
             config, runtime, self._state,
             abort=lambda tid, producer_id, producer_epoch, done: self._end_transaction(
-                tid, producer_id, producer_epoch, commit=False, from_client=False, done=done),
+                tid, producer_id, producer_epoch, commit=False, from_client=False,
+                client_transaction_version=self._state.transaction_version, done=lambda error, *_: done(error)),
         )
         runtime.on_timer(ParkedExpiry, self._on_parked_expiry)
 
@@ -292,14 +297,16 @@ class TransactionCoordinator:
             if transit.txn_state is S.PREPARE_EPOCH_FENCE:
                 # Abort the previous instance's transaction first; the client
                 # retries on CONCURRENT_TRANSACTIONS and its retry bumps again.
-                def after_abort(error: ErrorCode) -> None:
+                def after_abort(error: ErrorCode, *_: int) -> None:
                     answer(ErrorCode.concurrent_transactions if error is ErrorCode.none else error,
                            NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
                 log.info("InitProducerId for %r: aborting the ongoing transaction of producer %d epoch %d first",
                          transactional_id, md.producer_id, md.producer_epoch)
+                # Not the client's abort: the server's transaction version says how (KAFKA-19367).
                 self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
-                                      commit=False, from_client=False, done=after_abort)
+                                      commit=False, from_client=False,
+                                      client_transaction_version=self._state.transaction_version, done=after_abort)
                 return
 
             def on_appended(error: ErrorCode) -> None:
@@ -516,15 +523,19 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         commit: bool,
-        callback: Callable[[ErrorCode], None],
+        callback: EndTxnCallback,
+        client_transaction_version: int = 0,
     ) -> None:
-        """Kafka's handleEndTransaction: answered once the Prepare record is durable."""
+        """Kafka's handleEndTransaction: ``callback(error, producer_id, producer_epoch)`` once the
+        Prepare record is durable.  The id and epoch are what the producer goes on with (EndTxn
+        v5+, transactions v2: the bumped epoch, or a new id at epoch 0); -1, -1 on an error."""
         with self._api():
             if not self._active:
-                self._reply(callback, ErrorCode.not_coordinator)
+                self._reply(callback, ErrorCode.not_coordinator, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
                 return
-            answer = self._deferred(callback, ErrorCode.not_coordinator)
-            self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True, done=answer)
+            answer = self._deferred(callback, ErrorCode.not_coordinator, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True,
+                                  client_transaction_version=client_transaction_version, done=answer)
 
     def _end_transaction(
         self,
@@ -534,33 +545,44 @@ class TransactionCoordinator:
         commit: bool,
         *,
         from_client: bool,
-        done: Callable[[ErrorCode], None],
+        client_transaction_version: int,
+        done: EndTxnCallback,
     ) -> None:
         if not transactional_id:
-            done(ErrorCode.invalid_request)
+            done(ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
         md = self._state.get(transactional_id)
         if md is None:
-            done(ErrorCode.invalid_producer_id_mapping)
+            done(ErrorCode.invalid_producer_id_mapping, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
         is_epoch_fence = md.pending_state is S.PREPARE_EPOCH_FENCE
-        result = self._prepare_end_transaction(md, producer_id, producer_epoch, commit, from_client)
+        v2 = client_transaction_version >= TV_2
+        current = (md.producer_id, md.producer_epoch)  # a retry of a completed EndTxn is answered with these
+        if v2:
+            result = self._prepare_end_transaction_v2(md, producer_id, producer_epoch, commit, from_client,
+                                                      client_transaction_version)
+        else:
+            result = self._prepare_end_transaction(md, producer_id, producer_epoch, commit, from_client)
         if isinstance(result, ErrorCode):
             if md.pending_state is S.PREPARE_EPOCH_FENCE:
                 md.pending_state = None  # never leave a fence dangling
-            done(result)
+            if result is ErrorCode.none:
+                done(result, *current)
+            else:
+                done(result, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
         transit = result
 
         def on_appended(error: ErrorCode) -> None:
             if error is not ErrorCode.none:
-                if is_epoch_fence and self._state.get(transactional_id) is md:
+                if is_epoch_fence and not v2 and self._state.get(transactional_id) is md:
                     # The bumped epoch stays in memory (the old producer stays
-                    # fenced); the next fence must not bump again.
+                    # fenced); the next fence must not bump again.  (At TV2 the
+                    # bump is never applied before it is durable: a retry bumps afresh.)
                     md.has_failed_epoch_fence = True
                     log.warning("persisting the epoch fence of transactional id %r failed (%s); epoch %d kept "
                                 "in memory only", transactional_id, error.name, transit.producer_epoch)
-                done(error)
+                done(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
                 return
             self._on_prepare_persisted(transactional_id, md, producer_id, producer_epoch, commit, done)
 
@@ -569,9 +591,10 @@ class TransactionCoordinator:
     def _prepare_end_transaction(
         self, md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, from_client: bool
     ) -> TxnTransitMetadata | ErrorCode:
+        """Transaction versions 0 and 1: the epoch stays."""
         if md.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
-        # TV0: clients must present the current epoch; internal aborts carry the fenced (higher) one.
+        # Clients must present the current epoch; internal aborts carry the fenced (higher) one.
         if (from_client and producer_epoch != md.producer_epoch) or producer_epoch < md.producer_epoch:
             return ErrorCode.producer_fenced
         if md.pending_transition_in_progress and md.pending_state is not S.PREPARE_EPOCH_FENCE:
@@ -595,6 +618,68 @@ class TransactionCoordinator:
             f"transactional id {md.transactional_id!r} found in state {state}, which is never a current state"
         )
 
+    def _prepare_end_transaction_v2(
+        self, md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, from_client: bool,
+        client_transaction_version: int,
+    ) -> TxnTransitMetadata | ErrorCode:
+        """Transactions v2 (KIP-890 part 2, Kafka 4.3's endTransaction): every end bumps the epoch,
+        so the same epoch after an end is the *next* transaction's, and a retry of an end that
+        was already done carries the epoch one below (or, across an exhausted epoch, the previous
+        producer id at Short.MaxValue - 1)."""
+        is_epoch_fence = md.pending_state is S.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (not is_epoch_fence and md.previous_producer_id == producer_id
+                             and producer_epoch == MAX_PRODUCER_EPOCH - 1 and md.producer_epoch == 0)
+        retry_on_epoch_bump = not is_epoch_fence and md.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        state = md.state
+        if is_epoch_fence:
+            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_epoch_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == md.producer_epoch
+        else:
+            valid_epoch = producer_epoch == md.producer_epoch
+
+        def completion(next_state: TransactionState, no_partition_added: bool) -> TxnTransitMetadata | ErrorCode:
+            next_producer_id = NO_PRODUCER_ID
+            if md.is_producer_epoch_exhausted:  # the bump reaches Short.MaxValue - 1: a new id for after it
+                allocated = self._allocate_producer_id()
+                if isinstance(allocated, ErrorCode):
+                    return allocated
+                next_producer_id = allocated
+            if next_state is S.PREPARE_ABORT and is_epoch_fence:
+                md.pending_state = None  # the fence makes way for the abort, which bumps the epoch itself
+            return md.prepare_abort_or_commit(next_state, self._now(), client_transaction_version=client_transaction_version,
+                                              next_producer_id=next_producer_id, no_partition_added=no_partition_added)
+
+        if md.pending_transition_in_progress and not is_epoch_fence:
+            # First, so that a pending move to a new producer id completes before the checks below.
+            return ErrorCode.concurrent_transactions
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return ErrorCode.invalid_producer_id_mapping
+        if not valid_epoch:
+            return ErrorCode.producer_fenced
+        if state is S.ONGOING:
+            return completion(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
+        if state is S.COMPLETE_COMMIT:
+            if commit:
+                return ErrorCode.none if is_retry else self._invalid_end_state(md, commit)
+            return self._invalid_end_state(md, commit) if is_retry else completion(S.PREPARE_ABORT, True)
+        if state is S.COMPLETE_ABORT:
+            if commit:
+                return self._invalid_end_state(md, commit)
+            return ErrorCode.none if is_retry else completion(S.PREPARE_ABORT, True)
+        if state is S.PREPARE_COMMIT:
+            return ErrorCode.concurrent_transactions if commit else self._invalid_end_state(md, commit)
+        if state is S.PREPARE_ABORT:
+            return ErrorCode.concurrent_transactions if not commit else self._invalid_end_state(md, commit)
+        if state is S.EMPTY:
+            return completion(S.PREPARE_ABORT, True) if not commit else self._invalid_end_state(md, commit)
+        raise TransactionStateError(
+            f"transactional id {md.transactional_id!r} found in state {state}, which is never a current state"
+        )
+
     @staticmethod
     def _invalid_end_state(md: TransactionMetadata, commit: bool) -> ErrorCode:
         log.debug("transactional id %r is %s but was asked to %s", md.transactional_id, md.state,
@@ -608,21 +693,22 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         commit: bool,
-        done: Callable[[ErrorCode], None],
+        done: EndTxnCallback,
     ) -> None:
-        """The Prepare record is durable: answer, then write the markers."""
+        """The Prepare record is durable: answer (with the id and epoch the producer goes on
+        with), then write the markers."""
         if md.producer_id != producer_id:
-            done(ErrorCode.invalid_producer_id_mapping)
-        elif md.producer_epoch != producer_epoch:
-            done(ErrorCode.producer_fenced)
+            done(ErrorCode.invalid_producer_id_mapping, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        elif md.producer_epoch not in (producer_epoch, producer_epoch + 1):  # +1: the TV2 bump
+            done(ErrorCode.producer_fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         elif md.pending_transition_in_progress:
-            done(ErrorCode.concurrent_transactions)
+            done(ErrorCode.concurrent_transactions, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         elif md.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
             transit = md.prepare_complete(self._now())
-            done(ErrorCode.none)
+            done(ErrorCode.none, transit.producer_id, transit.producer_epoch)
             self._then(lambda: self._markers.start(transactional_id, md, transit, commit))
         else:
-            done(self._invalid_end_state(md, commit))
+            done(self._invalid_end_state(md, commit), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
     # ================================================================ KIP-664
 

@@ -41,14 +41,21 @@ that the coordinator can always fence: an epoch >= Short.MaxValue - 1 is
 *exhausted* and the next InitProducerId allocates a new producer id
 (KIP-360).
 
-This module implements transaction version 0 (KIP-98 / KIP-360 / KIP-890
-part 1): EndTxn does not bump the epoch (that is KIP-890 part 2, TV2), so
-``next_producer_id`` and the client transaction version of Kafka 4 are not
-kept.
+Transaction versions (Kafka 4.3's TransactionMetadata).  A transition
+carries the *client's* transaction version (``client_transaction_version``).
+Below 2 (KIP-98 / KIP-360 / KIP-890 part 1) EndTxn keeps the epoch.  At 2
+(KIP-890 part 2) every PrepareCommit/PrepareAbort bumps it
+(``prepare_abort_or_commit``), so that a Produce or EndTxn delayed from one
+transaction is refused in the next (KAFKA-17754); the markers carry the
+bumped epoch.  When the bump would reach Short.MaxValue the coordinator
+allocates ``next_producer_id`` beforehand, and the Complete record moves the
+id to it at epoch 0 (KAFKA-18660).  A TV2 abort may also start from Empty or
+Complete* (a producer aborting a transaction it never wrote to).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -56,6 +63,8 @@ from enum import Enum
 from ..transitions import IllegalTransition
 from ..transitions import check_transition as _check
 from .types import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+
+log = logging.getLogger(__name__)
 
 #: Java's Short.MaxValue: the largest producer epoch.
 MAX_PRODUCER_EPOCH = 0x7FFF
@@ -149,7 +158,8 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    # Empty and Complete*: transactions v2 abort a transaction with no partition (Kafka 4).
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT}),
@@ -202,14 +212,24 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    #: The producer id the Complete record moves to (TV2, the epoch exhausted); -1: none.
+    next_producer_id: int = NO_PRODUCER_ID
+    #: The client's transaction version (``TransactionVersion``: 0, 1 or 2).
+    client_transaction_version: int = 0
+
+
+#: Transaction version 2: EndTxn bumps the epoch (KIP-890 part 2).
+TV_2 = 2
 
 
 class TransactionMetadata:
     """The in-memory state of one transactional id (Kafka's TransactionMetadata)."""
 
     __slots__ = (
+        "client_transaction_version",
         "has_failed_epoch_fence",
         "last_producer_epoch",
+        "next_producer_id",
         "pending_state",
         "previous_producer_id",
         "producer_epoch",
@@ -235,6 +255,8 @@ class TransactionMetadata:
         topic_partitions: Iterable[TopicPartition] = (),
         txn_start_timestamp: int = -1,
         txn_last_update_timestamp: int,
+        next_producer_id: int = NO_PRODUCER_ID,
+        client_transaction_version: int = 0,
     ) -> None:
         self.transactional_id = transactional_id
         #: The producer id in use.
@@ -259,6 +281,10 @@ class TransactionMetadata:
         self.pending_state: TransactionState | None = None
         #: A PrepareAbort with a bumped epoch failed to persist (see module doc).
         self.has_failed_epoch_fence = False
+        #: The producer id the current Prepare record moves to when completed (TV2 overflow); -1: none.
+        self.next_producer_id = next_producer_id
+        #: The transaction version of the client's last transition (0: v0/v1 clients).
+        self.client_transaction_version = client_transaction_version
 
     def __repr__(self) -> str:
         return (
@@ -267,7 +293,8 @@ class TransactionMetadata:
             f"last_producer_epoch={self.last_producer_epoch}, txn_timeout_ms={self.txn_timeout_ms}, "
             f"state={self.state}, pending_state={self.pending_state}, "
             f"topic_partitions={sorted(self.topic_partitions)}, txn_start_timestamp={self.txn_start_timestamp}, "
-            f"txn_last_update_timestamp={self.txn_last_update_timestamp})"
+            f"txn_last_update_timestamp={self.txn_last_update_timestamp}, next_producer_id={self.next_producer_id}, "
+            f"client_transaction_version={self.client_transaction_version})"
         )
 
     # ---------------------------------------------------------------- queries
@@ -296,6 +323,8 @@ class TransactionMetadata:
             topic_partitions=frozenset(self.topic_partitions),
             txn_start_timestamp=self.txn_start_timestamp,
             txn_last_update_timestamp=self.txn_last_update_timestamp,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
         )
 
     # ---------------------------------------------------------------- prepare
@@ -368,7 +397,8 @@ class TransactionMetadata:
             now_ms,
         )
 
-    def prepare_add_partitions(self, added: Iterable[TopicPartition], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added: Iterable[TopicPartition], now_ms: int,
+                               client_transaction_version: int = 0) -> TxnTransitMetadata:
         """-> Ongoing with more partitions; a new transaction starts its clock now."""
         if self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_ABORT, TransactionState.COMPLETE_COMMIT):
             start = now_ms
@@ -383,21 +413,40 @@ class TransactionMetadata:
             frozenset(self.topic_partitions).union(added),
             start,
             now_ms,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        """Ongoing -> PrepareCommit / PrepareAbort (EndTxn; TV0: the epoch is unchanged)."""
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int, *, client_transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransitMetadata:
+        """-> PrepareCommit / PrepareAbort (EndTxn).  Below TV2 the epoch is unchanged; at TV2 it is
+        bumped (the last epoch remembers the one the client used), and ``next_producer_id`` is
+        where the Complete record moves the id when the bump exhausted the epochs.  A TV2 abort
+        of a transaction with no partition (``no_partition_added``) starts it now."""
         if new_state not in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise TransactionStateError(f"prepare_abort_or_commit to {new_state}")
+        if client_transaction_version >= TV_2:
+            if self.producer_epoch >= MAX_PRODUCER_EPOCH and new_state is TransactionState.PREPARE_ABORT:
+                # Kafka lets such an abort through unbumped, so that a broken state can recover.
+                log.error("aborting transactional id %r (producer id %d) at epoch %d, which cannot be bumped",
+                          self.transactional_id, self.producer_id, self.producer_epoch)
+                epoch = self.producer_epoch
+            else:
+                epoch = self.producer_epoch + 1
+            last_epoch = self.producer_epoch
+        else:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
         return self._prepare_transition_to(
             new_state,
             self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
+            epoch,
+            last_epoch,
             self.txn_timeout_ms,
             frozenset(self.topic_partitions),
-            self.txn_start_timestamp,
+            now_ms if no_partition_added else self.txn_start_timestamp,
             now_ms,
+            next_producer_id=next_producer_id,
+            client_transaction_version=client_transaction_version,
         )
 
     def prepare_abort_after_epoch_fence(self, fenced_epoch: int, now_ms: int) -> TxnTransitMetadata:
@@ -425,15 +474,19 @@ class TransactionMetadata:
         )
         # The Prepare record is durable: a failed fence is behind us.
         self.has_failed_epoch_fence = False
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.client_transaction_version >= TV_2 and self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0  # the epochs ran out: the new id, at epoch 0
         return self._prepare_transition_to(
             new_state,
-            self.producer_id,
-            self.producer_epoch,
-            self.producer_epoch,
+            producer_id,
+            epoch,
+            self.last_producer_epoch,  # at TV2 the epoch the client used before the bump (MAX-1 on overflow)
             self.txn_timeout_ms,
             frozenset(),
             self.txn_start_timestamp,
             now_ms,
+            next_producer_id=NO_PRODUCER_ID,
         )
 
     def prepare_dead(self) -> TxnTransitMetadata:
@@ -459,8 +512,12 @@ class TransactionMetadata:
         topic_partitions: frozenset[TopicPartition],
         txn_start_timestamp: int,
         now_ms: int,
+        *,
+        next_producer_id: int | None = None,
+        client_transaction_version: int | None = None,
     ) -> TxnTransitMetadata:
-        """The choke point of every state change."""
+        """The choke point of every state change (``next_producer_id`` and the client transaction
+        version stay as they are unless given, as Kafka's TransitionData)."""
         if self.pending_state is not None:
             raise TransactionStateError(
                 f"transactional id {self.transactional_id!r}: preparing a transition to {state} while "
@@ -481,6 +538,9 @@ class TransactionMetadata:
             topic_partitions=topic_partitions,
             txn_start_timestamp=txn_start_timestamp,
             txn_last_update_timestamp=now_ms,
+            next_producer_id=self.next_producer_id if next_producer_id is None else next_producer_id,
+            client_transaction_version=(self.client_transaction_version if client_transaction_version is None
+                                        else client_transaction_version),
         )
         self.pending_state = state
         return transit
@@ -488,7 +548,7 @@ class TransactionMetadata:
     # ---------------------------------------------------------------- complete
 
     def complete_transition(self, transit: TxnTransitMetadata) -> None:
-        """Apply a transit whose record is durable (Kafka's completeTransitionTo)."""
+        """Apply a transit whose record is durable (Kafka 4.3's completeTransitionTo)."""
         to_state = self.pending_state
         if to_state is None:
             raise TransactionStateError(
@@ -504,11 +564,6 @@ class TransactionMetadata:
                 or transit.txn_start_timestamp != -1
             ):
                 self._transition_failure(transit)
-            self.txn_timeout_ms = transit.txn_timeout_ms
-            self.producer_epoch = transit.producer_epoch
-            self.last_producer_epoch = transit.last_producer_epoch
-            self.producer_id = transit.producer_id
-            self.previous_producer_id = transit.prev_producer_id
         elif to_state is S.ONGOING:  # AddPartitionsToTxn
             if (
                 not self._valid_epoch(transit)
@@ -516,14 +571,15 @@ class TransactionMetadata:
                 or self.txn_timeout_ms != transit.txn_timeout_ms
             ):
                 self._transition_failure(transit)
-            self.txn_start_timestamp = transit.txn_start_timestamp
-            self.topic_partitions |= transit.topic_partitions
         elif to_state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):  # EndTxn
+            # A TV2 abort may start from Empty or Complete*, its start time being now.
+            empty_abort = (to_state is S.PREPARE_ABORT and transit.client_transaction_version >= TV_2
+                           and self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT))
             if (
                 not self._valid_epoch(transit)
                 or self.topic_partitions != transit.topic_partitions
                 or self.txn_timeout_ms != transit.txn_timeout_ms
-                or self.txn_start_timestamp != transit.txn_start_timestamp
+                or (self.txn_start_timestamp != transit.txn_start_timestamp and not empty_abort)
             ):
                 self._transition_failure(transit)
         elif to_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):  # markers written
@@ -533,17 +589,32 @@ class TransactionMetadata:
                 or transit.txn_start_timestamp == -1
             ):
                 self._transition_failure(transit)
-            self.txn_start_timestamp = transit.txn_start_timestamp
-            self.topic_partitions.clear()
         else:
             # PrepareEpochFence is replaced by PrepareAbort before anything is
             # written; Dead ends with the id leaving the cache.
             self._transition_failure(transit)
+        self.producer_id = transit.producer_id
+        self.previous_producer_id = transit.prev_producer_id
+        self.next_producer_id = transit.next_producer_id
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.txn_timeout_ms = transit.txn_timeout_ms
+        self.topic_partitions = set(transit.topic_partitions)
+        self.txn_start_timestamp = transit.txn_start_timestamp
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
         self.state = to_state
 
     def _valid_epoch(self, transit: TxnTransitMetadata) -> bool:
+        """Kafka's validProducerEpoch: the same id and epoch, or, at TV2, the bump of a Prepare
+        record (its last epoch is ours) and the move to the next id at epoch 0 of a Complete one."""
+        S = TransactionState
+        if transit.client_transaction_version >= TV_2:
+            if transit.txn_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and transit.producer_epoch == 0:
+                return transit.last_producer_epoch == self.last_producer_epoch and transit.prev_producer_id == self.producer_id
+            if transit.txn_state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return transit.last_producer_epoch == self.producer_epoch and transit.producer_id == self.producer_id
         return transit.producer_epoch == self.producer_epoch and transit.producer_id == self.producer_id
 
     def _valid_epoch_bump(self, transit: TxnTransitMetadata) -> bool:

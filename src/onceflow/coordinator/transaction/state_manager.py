@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ...clock import Clock
-from ...config import TRANSACTION_MAX_TIMEOUT_MS, TRANSACTIONAL_ID_EXPIRATION_MS, BrokerConfig
+from ...config import TRANSACTION_MAX_TIMEOUT_MS, TRANSACTION_VERSION, TRANSACTIONAL_ID_EXPIRATION_MS, BrokerConfig
 from ...protocol.errors import ErrorCode
 from .. import TRANSACTION_STATE_TOPIC
 from ..partitioning import partition_for
@@ -69,8 +69,10 @@ def map_append_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
-def transit_to_value(transit: TxnTransitMetadata) -> rec.TransactionLogValue:
-    """Kafka's TransactionLog.valueToBytes (value version 0)."""
+def transit_to_value(transit: TxnTransitMetadata, value_version: int = 0) -> rec.TransactionLogValue:
+    """Kafka's TransactionLog.valueToBytes: version 1 (``transaction.version`` >= 1) carries the
+    previous and next producer ids and the client's transaction version; version 0 has no room
+    for them, and the metadata they are in is only ever made at transaction version 2."""
     if transit.txn_state is TransactionState.EMPTY:
         if transit.topic_partitions:
             raise ValueError(f"an Empty transaction cannot have partitions: {transit}")
@@ -88,6 +90,8 @@ def transit_to_value(transit: TxnTransitMetadata) -> rec.TransactionLogValue:
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=transit.txn_last_update_timestamp,
         transaction_start_timestamp_ms=transit.txn_start_timestamp,
+        **({"previous_producer_id": transit.prev_producer_id, "next_producer_id": transit.next_producer_id,
+            "client_transaction_version": transit.client_transaction_version} if value_version >= 1 else {}),
     )
 
 
@@ -104,6 +108,8 @@ def metadata_from_value(transactional_id: str, value: rec.TransactionLogValue) -
         state=state,
         txn_start_timestamp=value.transaction_start_timestamp_ms,
         txn_last_update_timestamp=value.transaction_last_update_timestamp_ms,
+        next_producer_id=value.next_producer_id,
+        client_transaction_version=value.client_transaction_version,
     )
     if state is not TransactionState.EMPTY:
         for topic, ids in value.transaction_partitions or ():
@@ -136,6 +142,11 @@ class TransactionStateManager:
     @property
     def num_partitions(self) -> int:
         return self._store.num_partitions
+
+    @property
+    def transaction_version(self) -> int:
+        """The server's finalized ``transaction.version``: the records it writes, and how it aborts."""
+        return int(self._config[TRANSACTION_VERSION])
 
     @property
     def transaction_max_timeout_ms(self) -> int:
@@ -249,7 +260,8 @@ class TransactionStateManager:
             done(ErrorCode.not_coordinator)
             return
         key = rec.encode_key(transactional_id)
-        value = rec.encode_value(transit_to_value(transit))
+        version = 1 if self.transaction_version >= 1 else 0
+        value = rec.encode_value(transit_to_value(transit, version), version)
 
         def on_done(error: ErrorCode) -> None:
             if self._closed:
