@@ -424,12 +424,10 @@ def test_the_coordinator_refuses_requests_out_of_turn(target: Target, unique: Ca
         wait_hw_and_lso(client, topic, (1, 1))  # the one COMMIT marker
 
         # KIP-360: a producer whose transaction the broker aborted on timeout asks for its id back
-        # with its old epoch.  Here the brokers differ by design: Kafka 4 ends timed-out
-        # transactions with the cluster's transaction version, 2 by default, whose abort bumps the
-        # epoch and remembers the old one, so the old epoch may recover (a retry, no second bump).
-        # Onceflow has no transactions v2 (KIP-890 part 2) and answers as Kafka formatted with
-        # transaction.version=1 does (measured against 4.3.1): PRODUCER_FENCED.  README, "Known
-        # differences".
+        # with its old epoch.  Both brokers end timed-out transactions with their transaction
+        # version, 2 by default, whose abort bumps the epoch and remembers the old one, so the old
+        # epoch may recover (a retry, no second bump).  (Before transactions v2 Onceflow answered
+        # as Kafka formatted with transaction.version=1 does: PRODUCER_FENCED.)
         short_tid = unique("tid-short")
         spid, sepoch = init_transactional(client, short_tid, timeout_ms=1000)
         assert add_partitions(client, short_tid, spid, sepoch, topic, [1]) == {1: ErrorCode.none}
@@ -441,11 +439,8 @@ def test_the_coordinator_refuses_requests_out_of_turn(target: Target, unique: Ca
                                      producer_epoch=-1 if epoch is None else epoch)
             return r.error_code, r.producer_id, r.producer_epoch
 
-        if target.is_kafka:
-            assert reinit(sepoch) == (ErrorCode.none, spid, sepoch + 1)
-            assert reinit(sepoch) == (ErrorCode.none, spid, sepoch + 1), "asked again: the same answer"
-        else:
-            assert reinit(sepoch) == (ErrorCode.producer_fenced, -1, -1)
+        assert reinit(sepoch) == (ErrorCode.none, spid, sepoch + 1)
+        assert reinit(sepoch) == (ErrorCode.none, spid, sepoch + 1), "asked again: the same answer"
         assert reinit(None) == (ErrorCode.none, spid, sepoch + 2), "a new instance"
         assert reinit(sepoch) == (ErrorCode.producer_fenced, -1, -1), "the old epoch is forgotten now"
         assert reinit(sepoch + 1) == (ErrorCode.producer_fenced, -1, -1)
