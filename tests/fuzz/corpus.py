@@ -207,17 +207,21 @@ def _build(cls: type, ctx: _Context) -> Any:
     return cls(**values)
 
 
-def every_request(topic_id: uuid.UUID, topic: str = TOPIC) -> list[bytes]:
-    """One request frame (size prefix included) of every supported API at every supported version."""
+def every_request_body(topic_id: uuid.UUID, topic: str = TOPIC) -> list[Any]:
+    """One request body (a kio entity) of every supported API at every supported version."""
     batch = build_batch([(b"k", b"v"), (None, b"w")], TIMESTAMP)
-    frames = []
+    bodies = []
     for api_key, (low, high) in sorted(apis.SUPPORTED.items()):
         destructive = api_key in _DESTRUCTIVE
         ctx = _Context(OTHER_TOPIC if destructive else topic, uuid.UUID(int=0xF2) if destructive else topic_id, batch)
         for version in range(low, high + 1):
-            body = _build(load_request_schema(api_key, version), ctx)
-            frames.append(encode_request(body, len(frames) + 1, client_id="fuzz"))
-    return frames
+            bodies.append(_build(load_request_schema(api_key, version), ctx))
+    return bodies
+
+
+def every_request(topic_id: uuid.UUID, topic: str = TOPIC) -> list[bytes]:
+    """One request frame (size prefix included) of every supported API at every supported version."""
+    return [encode_request(body, i + 1, client_id="fuzz") for i, body in enumerate(every_request_body(topic_id, topic))]
 
 
 # -- the in-memory connection -----------------------------------------------------

@@ -10,22 +10,43 @@ the same closed connection on both, and leave the log as it was.
   the versions of ApiVersions itself (KIP-511); the connection stays open for the retry.
 - Any other API at a version the broker does not serve (above its newest, below its oldest), an
   unknown API key, or an ApiVersions header cut short: the broker closes the connection.
+- A tagged field the broker does not know (KIP-482), in the request header or at the top level of
+  the body, in every flexible request Onceflow serves: skipped, the request answered as without
+  it.  Kafka's reader keeps a uvarint in a Java int: a count of 2^31 fields is none.  A tag of
+  another version of the struct (Fetch v12's ReplicaState, tag 1), a field running past the end
+  of the frame and a six-byte varint close the connection.
 """
 
 from __future__ import annotations
 
+import datetime
 import struct
+import uuid
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Producer
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.static.primitive import i32, i32Timedelta, i64
 
 from onceflow.records.builder import build_batch
+from tests.fuzz.corpus import every_request_body
 from tests.support.reference import Target
+from tests.support.tagged import topic_id, unknown_field_problems
 from tests.support.txn_wire import make_ready_topic
-from tests.support.wire import WireClient, api_versions_ok, encode_request, end_offset, partition_error, produce_request
+from tests.support.wire import (
+    WireClient,
+    api_versions_ok,
+    encode_request,
+    end_offset,
+    partition_error,
+    produce_request,
+    uvarint,
+    with_tagged_fields,
+)
 
 TIMEOUT = 30
 TS = 1_700_000_000_000
@@ -103,3 +124,49 @@ def test_unsupported_versions_and_unknown_api_keys_close_the_connection(target: 
             c.send_bytes(struct.pack(">i", len(frame)) + frame)
             assert c.is_closed_by_peer(), what
     assert api_versions_ok(target.bootstrap_servers), "the broker serves the next connection"
+
+
+def test_an_unknown_tagged_field_is_skipped_in_every_flexible_request_kip_482(target: Target, unique: Callable[[str], str]) -> None:
+    topic = unique("tagged")
+    make_ready_topic(target.bootstrap_servers, topic, 1)
+    with WireClient(target.bootstrap_servers) as c:
+        tagged_id = topic_id(c, topic)
+    bodies = [b for b in every_request_body(tagged_id, topic) if b.__flexible__]
+    problems = unknown_field_problems(target.bootstrap_servers, bodies)
+    assert not problems, "\n".join(problems)
+
+
+def test_tagged_fields_kafka_refuses_close_the_connection(target: Target, unique: Callable[[str], str]) -> None:
+    topic = unique("tagged-refused")
+    make_ready_topic(target.bootstrap_servers, topic, 1)
+    metadata = MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=topic),),
+                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    plain = encode_request(metadata, 3)
+    section = len(plain) - 1  # the body's tagged-field section, empty as written: its last byte
+    partition = FetchPartition(partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20))
+    fetch = FetchRequest(max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)), min_bytes=i32(1),
+                         topics=(FetchTopic(topic=topic, partitions=(partition,)),), forgotten_topics_data=())
+
+    def framed(frame: bytes) -> bytes:
+        return struct.pack(">i", len(frame) - 4) + frame[4:]
+
+    answered = {
+        "a count of 2^31 fields (none, in Kafka's int)": framed(plain[:section] + uvarint(2**31)),
+        "a five-byte tag": framed(plain[:section] + b"\x01\x85\x80\x80\x80\x00\x00"),
+    }
+    for what, frame in answered.items():
+        with WireClient(target.bootstrap_servers) as c:
+            c.send_bytes(frame)
+            correlation, response = c.receive(metadata)
+            assert correlation == 3 and response.topics[0].error_code == ErrorCode.none, what
+    closed = {
+        "Fetch v12 with ReplicaState's tag": with_tagged_fields(encode_request(fetch, 1), fetch, [(1, b"\x00" * 13)]),
+        "Fetch v12 with ReplicaDirectoryId's tag in a partition": with_tagged_fields(encode_request(fetch, 1), partition, [(0, b"\x00" * 16)]),
+        "an unknown field past the end": framed(plain[:section] + b"\x01\x05\x7f\x00"),
+        "a six-byte tag": framed(plain[:section] + b"\x01\x85\x80\x80\x80\x80\x00\x00"),
+    }
+    for what, frame in closed.items():
+        with WireClient(target.bootstrap_servers) as c:
+            c.send_bytes(frame)
+            assert c.is_closed_by_peer(), what
+    assert api_versions_ok(target.bootstrap_servers)

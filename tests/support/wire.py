@@ -7,10 +7,12 @@ bytes) so tests can replay, truncate and garble requests at the protocol level.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import socket
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 from kio.index import load_response_schema
@@ -24,6 +26,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from onceflow.records.builder import build_batch
@@ -48,6 +51,66 @@ def encode_request(body: Any, correlation_id: int, client_id: str = "wire-test")
     entity_writer(type(body))(buf, body)
     payload = buf.getvalue()
     return struct.pack(">i", len(payload)) + payload
+
+
+def encode_entity(entity: Any) -> bytes:
+    """An entity's bytes as kio writes them (a body, or a struct nested in one)."""
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+#: A tagged field as sent: (tag, the bytes of its value).
+TaggedField = tuple[int, bytes]
+
+
+def tagged_fields(fields: Iterable[TaggedField]) -> bytes:
+    """A tagged-field section (KIP-482): a uvarint count, then per field a uvarint tag, a uvarint
+    size and the value's bytes, in the order given."""
+    fields = list(fields)
+    return uvarint(len(fields)) + b"".join(uvarint(tag) + uvarint(len(value)) + value for tag, value in fields)
+
+
+def _resized(frame: bytes | bytearray) -> bytes:
+    return struct.pack(">i", len(frame) - 4) + bytes(frame[4:])
+
+
+def with_header_tagged_fields(frame: bytes, fields: Iterable[TaggedField]) -> bytes:
+    """A flexible request ``frame`` (size prefix included, from ``encode_request``) with ``fields``
+    in its request header (v2): after api key, version, correlation id (8 bytes) and the client
+    id, a legacy nullable string (int16 length), comes the header's section, empty as written."""
+    (n,) = struct.unpack_from(">h", frame, 4 + 8)
+    at = 4 + 8 + 2 + max(n, 0)
+    assert frame[at] == 0, "encode_request writes no header tagged fields"
+    return _resized(frame[:at] + tagged_fields(fields) + frame[at + 1 :])
+
+
+def with_tagged_fields(frame: bytes, entity: Any, fields: Iterable[TaggedField]) -> bytes:
+    """``frame`` with ``fields`` in the tagged-field section of ``entity``: the request body, whose
+    bytes end the frame, or a struct in it whose bytes occur once in the frame.  A flexible
+    struct's encoding ends with its own section (KIP-482); with every tagged field of ``entity``
+    at its default, kio writes it as one byte 0, which is replaced."""
+    for f in dataclasses.fields(entity):
+        if "tag" in f.metadata:
+            assert getattr(entity, f.name) == f.default, f"{type(entity).__name__}.{f.name} is not at its default"
+    encoded = encode_entity(entity)
+    assert type(entity).__flexible__ and encoded.endswith(b"\x00")
+    if entity.__type__ == EntityType.request:
+        assert frame.endswith(encoded), "the body's bytes end the frame"
+        at = len(frame) - 1
+    else:
+        assert frame.count(encoded) == 1, "the struct's bytes must occur once in the frame"
+        at = frame.index(encoded) + len(encoded) - 1
+    return _resized(frame[:at] + tagged_fields(fields) + frame[at + 1 :])
 
 
 class WireClient:

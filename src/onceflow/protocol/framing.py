@@ -8,22 +8,28 @@ back one complete request frame (the bytes after the 4-byte size prefix) or
 Kafka: a few KiB while a connection is idle, one frame's worth while a large
 frame arrives (see ``FrameReader``).  ``parse_request`` turns a frame into a
 ``Request``: the header (v1, or v2 for flexible versions), then the body,
-both decoded by kio.  ``encode_response`` does the reverse, choosing the
-response header version the request's API version calls for.
+both decoded by kio after ``prescan.scan_request`` has checked their bounds
+and taken out the tagged fields kio does not know (KIP-482: Kafka skips
+them, kio would refuse them).  ``encode_response`` does the reverse,
+choosing the response header version the request's API version calls for.
 
 Wire layout of a request::
 
     int32 size | int16 api_key | int16 api_version | int32 correlation_id
                | nullable string client_id | [tagged fields, header v2] | body
 
+where, in flexible versions, the body and each struct in it end with their
+own tagged fields (a uvarint count, then uvarint tag, uvarint size, bytes).
+
 A frame whose size prefix is negative or above ``socket.request.max.bytes``
-raises ``FrameTooLarge``; a header or body that does not decode raises
-``InvalidRequest``; an API key or version outside ``apis.SUPPORTED`` raises
-``UnsupportedApi``.  The server closes the connection on each of these, as
-Kafka does, with one exception taken from KIP-511: an ApiVersions request of
-a version this broker does not know is answered with a v0 response carrying
-UNSUPPORTED_VERSION and the supported ranges, so a newer client can retry
-with a version both sides know.
+raises ``FrameTooLarge``; a header or body that does not decode, or that
+claims more bytes than the frame holds, raises ``InvalidRequest`` (an
+unknown tagged field does not: it is skipped); an API key or version
+outside ``apis.SUPPORTED`` raises ``UnsupportedApi``.  The server closes the
+connection on each of these, as Kafka does, with one exception taken from
+KIP-511: an ApiVersions request of a version this broker does not know is
+answered with a v0 response carrying UNSUPPORTED_VERSION and the supported
+ranges, so a newer client can retry with a version both sides know.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from kio.static.primitive import i32
 
 from . import apis
 from .errors import FrameTooLarge, InvalidRequest, UnsupportedApi
-from .prescan import check_body, field_shape
+from .prescan import field_shape, scan_header_v2, scan_request
 
 
 class _NeedData:
@@ -209,12 +215,13 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
     api_key, api_version, correlation_id = peek_header(frame)
+    size = len(frame)
     if not apis.is_supported(api_key, api_version):
         if api_key == apis.API_VERSIONS and api_version > apis.max_version(api_key):
             # The body is not read (KIP-511), but the header is, as Kafka's RequestHeader.parse
-            # does: versions past 3 have a flexible header (v2), tagged fields included.
+            # does: versions past 3 have a flexible header (v2), unknown tagged fields skipped.
             try:
-                _header_readers[2](frame, 0)
+                _header_readers[2](scan_header_v2(frame), 0)
             except (SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError, KeyError) as exc:
                 raise InvalidRequest(f"cannot decode the ApiVersions v{api_version} request header: "
                                      f"{type(exc).__name__}: {exc}") from None
@@ -222,13 +229,15 @@ def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
         raise UnsupportedApi(api_key, api_version, correlation_id)
     reader, schema = _body_reader(api_key, api_version)
     header_version = 2 if schema.__flexible__ else 1
+    # Before kio: kio trusts array counts and refuses unknown tagged fields (see prescan).
+    try:
+        frame = scan_request(frame, schema)
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"{apis.api_name(api_key)} v{api_version} request: {exc}") from None
     try:
         header, offset = _header_readers[header_version](frame, 0)
-        check_body(schema, frame, offset)  # before kio: it trusts array counts (see prescan)
         body, _ = reader(frame, offset)
     except (SerialError, ValueError, TypeError, OverflowError, UnicodeDecodeError, KeyError) as exc:
-        # KeyError: kio refuses tagged fields its schemas do not know, where Kafka
-        # would skip them; such a request closes the connection here.
         raise InvalidRequest(
             f"cannot decode {apis.api_name(api_key)} v{api_version} request: {type(exc).__name__}: {exc}"
         ) from None
@@ -237,7 +246,7 @@ def parse_request(frame: bytes | memoryview) -> Request | UnknownApiVersions:
         raise InvalidRequest(f"{apis.api_name(api_key)} v{api_version} request: non-nullable field {problem} was serialized as null")
     # Bytes after the body are ignored, as Kafka's RequestContext ignores them
     # (librdkafka's Metadata v12 request, for one, carries three).
-    return Request(api_key, api_version, correlation_id, header.client_id, body, len(frame))
+    return Request(api_key, api_version, correlation_id, header.client_id, body, size)
 
 
 _NullPlan = tuple[tuple[str, bool, type | None, bool], ...]
