@@ -370,8 +370,14 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: list[TopicPartition],
         callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+        client_transaction_version: int = 0,
     ) -> None:
-        """Kafka's handleAddPartitionsToTransaction: one outcome, reported for every partition."""
+        """Kafka's handleAddPartitionsToTransaction: one outcome, reported for every partition.
+
+        At transaction version 2 (KIP-890 part 2) the partition leader calls it for a Produce
+        v12+ or a TxnOffsetCommit v5+ (``Appender``, the group handler): the client sends no
+        AddPartitionsToTxn, so several of its requests may add at once; one that meets another's
+        add still being written waits for it (``_park``) instead of CONCURRENT_TRANSACTIONS."""
         with self._api():
             tps = list(dict.fromkeys(partitions))
 
@@ -382,7 +388,8 @@ class TransactionCoordinator:
                 self._reply(respond, ErrorCode.not_coordinator)
                 return
             answer = self._deferred(respond, ErrorCode.not_coordinator)
-            self._add_partitions(transactional_id, producer_id, producer_epoch, tps, answer)
+            self._add_partitions(transactional_id, producer_id, producer_epoch, tps, answer,
+                                 client_transaction_version=client_transaction_version)
 
     def add_offsets(
         self,
@@ -391,6 +398,7 @@ class TransactionCoordinator:
         producer_epoch: int,
         offsets_partition: TopicPartition,
         callback: Callable[[ErrorCode], None],
+        client_transaction_version: int = 0,
     ) -> None:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the
         transaction, so that the transactional offset commit gets its marker."""
@@ -399,7 +407,8 @@ class TransactionCoordinator:
                 self._reply(callback, ErrorCode.not_coordinator)
                 return
             answer = self._deferred(callback, ErrorCode.not_coordinator)
-            self._add_partitions(transactional_id, producer_id, producer_epoch, [offsets_partition], answer)
+            self._add_partitions(transactional_id, producer_id, producer_epoch, [offsets_partition], answer,
+                                 client_transaction_version=client_transaction_version)
 
     def _add_partitions(
         self,
@@ -409,6 +418,8 @@ class TransactionCoordinator:
         partitions: list[TopicPartition],
         done: Callable[[ErrorCode], None],
         may_park: bool = True,
+        *,
+        client_transaction_version: int = 0,
     ) -> None:
         if not transactional_id:
             done(ErrorCode.invalid_request)
@@ -421,9 +432,10 @@ class TransactionCoordinator:
             done(ErrorCode.invalid_producer_id_mapping)
         elif md.producer_epoch != producer_epoch:
             done(ErrorCode.producer_fenced)
-        elif may_park and md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        elif may_park and (md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                           or (client_transaction_version >= TV_2 and md.pending_state is S.ONGOING)):
             retry = functools.partial(self._add_partitions, transactional_id, producer_id, producer_epoch, partitions,
-                                      done, may_park=False)
+                                      done, may_park=False, client_transaction_version=client_transaction_version)
             self._park(transactional_id, retry, functools.partial(done, ErrorCode.concurrent_transactions))
         elif md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             done(ErrorCode.concurrent_transactions)
@@ -431,7 +443,7 @@ class TransactionCoordinator:
             # Already in the transaction: nothing to write.
             done(ErrorCode.none)
         else:
-            transit = md.prepare_add_partitions(partitions, self._now())
+            transit = md.prepare_add_partitions(partitions, self._now(), client_transaction_version)
 
             def appended(error: ErrorCode) -> None:
                 done(error)
