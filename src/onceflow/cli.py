@@ -4,7 +4,7 @@
     onceflow demo [payments|broker-crash] [--payments N] [--no-faults] [--keep] [--bootstrap-servers HOST:PORT]
     onceflow bench produce|consume [...]
     onceflow chaos [--seconds S] [--kills N] [--pauses N] [--resets N] [--crash-rolls N] [...]
-    onceflow topics list|describe|create|delete [...]
+    onceflow topics list|describe|create|delete|delete-records [...]
     onceflow groups list|describe [...]
     onceflow txn list|describe|producers|find-hanging|abort [...]
 
@@ -193,7 +193,8 @@ FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
     ("bench", "throughput benchmarks (confluent-kafka as the load generator)", _bench_options),
     ("chaos", "a workload under faults (kills, pauses, resets, crash points, full disk), "
               "its history checked for lost, duplicated, aborted and torn data", _chaos_options),
-    ("topics", "list, describe, create and delete topics (confluent-kafka AdminClient)", _tool_options("topics")),
+    ("topics", "list, describe, create and delete topics, delete records (confluent-kafka AdminClient)",
+     _tool_options("topics")),
     ("groups", "list and describe consumer groups (confluent-kafka AdminClient)", _tool_options("groups")),
     ("txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)", _tool_options("txn")),
 ]

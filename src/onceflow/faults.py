@@ -19,7 +19,9 @@ Points (named where they are reached):
 * ``compaction-swap``: the cleaner's new segment is renamed ``.swap`` (the
   swap's commit point), the old segments are still there;
 * ``compaction-delete``: the old segments are deleted, the new one is still
-  named ``.swap``.
+  named ``.swap``;
+* ``delete-records``: a DeleteRecords' new log start offset is durable (its
+  checkpoint written), the segments below it are not deleted yet.
 
 The broker's own code has no branch for faults: the first two points are
 reached in decorators around the transaction coordinator's log store and
@@ -27,7 +29,7 @@ marker writer (``decorate_txn_log_store``, ``decorate_marker_writer``),
 which return what they are given unchanged when ``ONCEFLOW_FAULT`` is not
 set.  While they are installed, a transaction's markers are written one
 partition at a time, in order, each once the one before is durable, so that
-a crash at the n-th leaves exactly n of them on disk.  The last two points
+a crash at the n-th leaves exactly n of them on disk.  The last four points
 are inside the log's own multi-step operations, where nothing can wrap them.
 
 The Spark sink's task faults are :mod:`onceflow.spark.faults`: the connector is a

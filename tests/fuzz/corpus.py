@@ -106,7 +106,7 @@ def corpus(topic_id: uuid.UUID) -> list[bytes]:
 
 #: APIs whose requests delete or reshape what they name: they get ``OTHER_TOPIC``.
 _DESTRUCTIVE = {apis.DELETE_TOPICS, apis.CREATE_PARTITIONS, apis.ALTER_CONFIGS, apis.INCREMENTAL_ALTER_CONFIGS,
-                apis.CREATE_TOPICS, apis.WRITE_TXN_MARKERS}
+                apis.CREATE_TOPICS, apis.WRITE_TXN_MARKERS, apis.DELETE_RECORDS}
 
 
 @dataclasses.dataclass

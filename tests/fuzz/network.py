@@ -85,7 +85,8 @@ RECENT = 60_000
 _ERROR_PEER = re.compile(rb" ERROR .* from 127\.0\.0\.1:(\d+)")
 #: Requests that may change the partitions they name (a topic's files): never sent naming the guarded topic.
 _WRITES = {apis.DELETE_TOPICS, apis.CREATE_PARTITIONS, apis.ALTER_CONFIGS, apis.INCREMENTAL_ALTER_CONFIGS, apis.CREATE_TOPICS,
-           apis.ADD_PARTITIONS_TO_TXN, apis.WRITE_TXN_MARKERS, apis.END_TXN, apis.TXN_OFFSET_COMMIT, apis.ADD_OFFSETS_TO_TXN}
+           apis.ADD_PARTITIONS_TO_TXN, apis.WRITE_TXN_MARKERS, apis.END_TXN, apis.TXN_OFFSET_COMMIT, apis.ADD_OFFSETS_TO_TXN,
+           apis.DELETE_RECORDS}
 #: Broker settings: small segments roll often; the fuzzer's frames are at most 1 MiB.
 SETTINGS = {**FAST_GROUPS, "log.segment.bytes": str(256 << 10), "socket.request.max.bytes": str(1 << 20)}
 

@@ -82,6 +82,14 @@ def test_topics_create_list_describe_delete(broker_process: BrokerProcess) -> No
     assert "LOW-WATERMARK  HIGH-WATERMARK" in text and "retention.ms" in text
     assert topics.describe_topic(bs, "plain")["configs"] == [], "only configs that differ from the defaults"
 
+    produce(bs, "plain", [b"p0", b"p1", b"p2", b"p3"])
+    assert cli_json(bs, "topics", "delete-records", "plain", "0=2") == [{"topic": "plain", "partition": 0, "low_watermark": 2}]
+    assert cli(bs, "topics", "delete-records", "plain", "0=-1").stdout.splitlines()[1].split() == ["plain", "0", "4"]
+    assert_one_line_error(cli(bs, "topics", "delete-records", "plain", "0=9", check=False),
+                          "onceflow topics delete-records:", "plain-0:", "OFFSET_OUT_OF_RANGE")
+    assert_one_line_error(cli(bs, "topics", "delete-records", "orders", "1=1", check=False),
+                          "orders-1:", "POLICY_VIOLATION")
+
     assert cli_json(bs, "topics", "delete", "orders") == [{"topic": "orders", "deleted": True}]
     wait_for(lambda: [r["topic"] for r in topics.list_topics(bs)] == ["plain"], what="orders to be gone")
     assert_one_line_error(cli(bs, "topics", "describe", "orders", check=False), "onceflow topics describe:", "'orders'")

@@ -1,8 +1,9 @@
 """Kafka's own command-line tools against Onceflow and against Apache Kafka, with the same facts
 asserted from both outputs: ``kafka-topics`` (create, list, describe, alter, delete),
 ``kafka-consumer-groups`` (list, describe with offsets and lag, reset-offsets, delete),
-``kafka-transactions`` (list, describe, describe-producers, find-hanging, abort) and the producer
-and consumer performance tools, transactional included.
+``kafka-transactions`` (list, describe, describe-producers, find-hanging, abort),
+``kafka-delete-records`` (low watermarks and errors per partition) and the producer and consumer
+performance tools, transactional included.
 
 Each tool runs through its main class on the cached classpath (``run_java``), one JVM per
 command, so each test keeps to the commands it needs.  The outputs are parsed, not compared
@@ -15,11 +16,13 @@ every topic's configs) is asserted as such.
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -171,15 +174,61 @@ def test_kafka_configs_get_offsets_api_versions_and_delete_records(target: Targe
     offsets_file = f"/tmp/{topic}-delete.json"
     with open(offsets_file, "w") as f:
         f.write(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 3}}], "version": 1}}')
-    trimmed = tool("kafka-delete-records", target, "--offset-json-file", offsets_file, ok=False)
-    if target.is_kafka:
-        assert trimmed.returncode == 0 and "low_watermark: 3" in trimmed.stdout, trimmed.stdout
-    else:  # a known difference (README): DeleteRecords is not served, so the tool cannot run
-        assert "DeleteRecords" in versions and "UNSUPPORTED" in next(
-            line for line in versions.splitlines() if "DeleteRecords" in line)
-        assert trimmed.returncode != 0 or "low_watermark" not in trimmed.stdout
-        assert sorted(tool("kafka-get-offsets", target, "--topic", topic, "--time", "-2").stdout.split()) == \
-            [f"{topic}:0:0", f"{topic}:1:0"], "nothing was deleted"
+    trimmed = tool("kafka-delete-records", target, "--offset-json-file", offsets_file)
+    assert "low_watermark: 3" in trimmed.stdout, trimmed.stdout
+    assert sorted(tool("kafka-get-offsets", target, "--topic", topic, "--time", "-2").stdout.split()) == \
+        [f"{topic}:0:3", f"{topic}:1:0"]
+
+
+def delete_records_report(stdout: str) -> dict[str, str]:
+    """kafka-delete-records' report: partition -> "low_watermark: N" or "error: <exception>: <message>"."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("partition: "):
+            partition, _, result = line[len("partition: "):].partition("\t")
+            out[partition] = result
+    return out
+
+
+def test_kafka_delete_records(target: Target, unique: Callable[[str], str], tmp_path: Path) -> None:
+    """kafka-delete-records with its JSON offsets file: each partition's low watermark or error, the
+    same on both brokers, then what ListOffsets and a consumer see.  (Partitions missing from the
+    metadata are the admin client's to refuse, after its timeout: left out.)"""
+    topic, compacted = unique("tools-trim"), unique("tools-trim-compacted")
+    create_topic(target, topic, 4)
+    tool("kafka-topics", target, "--create", "--topic", compacted, "--partitions", "1", "--config", "cleanup.policy=compact")
+    producer = Producer({"bootstrap.servers": target.bootstrap_servers, "acks": "all"})
+    for i in range(40):
+        producer.produce(topic, f"v{i}".encode(), partition=i % 4)
+    producer.produce(compacted, b"v", key=b"k", partition=0)
+    assert producer.flush(30) == 0
+
+    def run(*offsets: tuple[str, int, int]) -> tuple[str, dict[str, str]]:
+        path = tmp_path / f"offsets-{target}-{len(offsets)}.json"
+        path.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": t, "partition": p, "offset": o} for t, p, o in offsets]}))
+        done = tool("kafka-delete-records", target, "--offset-json-file", str(path))
+        return done.stdout.splitlines()[0], delete_records_report(done.stdout)
+
+    first, report = run((topic, 0, 4), (topic, 1, -1), (topic, 2, 11), (topic, 3, 0), (compacted, 0, 0))
+    assert first == "Executing records delete operation"
+    assert report == {
+        f"{topic}-0": "low_watermark: 4",
+        f"{topic}-1": "low_watermark: 10",  # -1: the high watermark
+        f"{topic}-2": "error: org.apache.kafka.common.errors.OffsetOutOfRangeException: "
+                      "The requested offset is not within the range of offsets maintained by the server.",
+        f"{topic}-3": "low_watermark: 0",
+        f"{compacted}-0": "error: org.apache.kafka.common.errors.PolicyViolationException: "
+                          "Request parameters do not satisfy the configured policy.",
+    }
+    _, report = run((topic, 0, 2), (topic, 2, 10))
+    assert report == {f"{topic}-0": "low_watermark: 4", f"{topic}-2": "low_watermark: 10"}, "never down; the HW itself"
+    assert sorted(tool("kafka-get-offsets", target, "--topic", topic, "--time", "-2").stdout.split()) == \
+        [f"{topic}:0:4", f"{topic}:1:10", f"{topic}:2:10", f"{topic}:3:0"]
+    assert sorted(tool("kafka-get-offsets", target, "--topic", topic).stdout.split()) == \
+        [f"{topic}:0:10", f"{topic}:1:10", f"{topic}:2:10", f"{topic}:3:10"]
+    got = consume_all(target.bootstrap_servers, topic, [0, 1, 2], 6)
+    assert [(p, o, v) for p, o, v in sorted(got)] == [(0, o, f"v{o * 4}".encode()) for o in range(4, 10)]
 
 
 # -- kafka-consumer-groups -------------------------------------------------------------------------

@@ -13,8 +13,11 @@ the same describe answers on both.
 - CreatePartitions: an increase works; the same count or fewer is INVALID_PARTITIONS.
 - ListOffsets: earliest, latest, max timestamp, and by timestamp (first offset at or after it;
   none past the last), through both libraries.
-- DeleteRecords: Kafka moves the log start offset; Onceflow does not implement the API (it is
-  not in its ApiVersions answer), listed in the differences.
+- DeleteRecords: the log start offset moves (never down), ListOffsets "earliest" and consumers
+  from the beginning follow it, a fetch below it is OFFSET_OUT_OF_RANGE with no offsets; an
+  offset past the high watermark or below -1 is OFFSET_OUT_OF_RANGE, a compacted topic
+  POLICY_VIOLATION, an internal one INVALID_TOPIC_EXCEPTION, an unknown partition or topic
+  UNKNOWN_TOPIC_OR_PARTITION (on the wire: the clients refuse those themselves).
 """
 
 from __future__ import annotations
@@ -39,17 +42,18 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic as KPNewTopic
 from kafka.errors import (
-    IncompatibleBrokerVersion,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
 )
 from kafka.structs import TopicPartition as KPTopicPartition
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from tests.support.kafka import make_topic
+from tests.support.kafka import consume_all, make_topic
 from tests.support.reference import Target
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
@@ -256,27 +260,15 @@ def test_list_offsets_by_timestamp_earliest_and_latest(target: Target, unique: C
 
 
 def test_delete_records(target: Target, unique: Callable[[str], str]) -> None:
-    topic = unique("trim")
+    topic, compacted, group = unique("trim"), unique("trim-compacted"), unique("trim-group")
     make_topic(target.bootstrap_servers, topic, 1)
+    make_topic(target.bootstrap_servers, compacted, 1, **{"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": target.bootstrap_servers})
     for i in range(5):
         producer.produce(topic, f"v{i}".encode(), partition=0)
     assert producer.flush(TIMEOUT) == 0
     client = admin(target)
     tp = TopicPartition(topic, 0)
-    if not target.is_kafka:
-        # Not implemented by Onceflow (see the differences): DeleteRecords is not in its ApiVersions
-        # answer, so the clients refuse before sending anything.
-        with pytest.raises(KafkaException) as refused:
-            client.delete_records([TopicPartition(topic, 0, 2)])[tp].result(TIMEOUT)
-        assert refused.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE
-        kp = KafkaAdminClient(bootstrap_servers=target.bootstrap_servers)
-        try:
-            with pytest.raises(IncompatibleBrokerVersion):
-                kp.delete_records({KPTopicPartition(topic, 0): 2})
-        finally:
-            kp.close()
-        return
     deleted = client.delete_records([TopicPartition(topic, 0, 2)])
     assert [(k.partition, v.result(TIMEOUT).low_watermark) for k, v in deleted.items()] == [(0, 2)]
     assert client.list_offsets({tp: OffsetSpec.earliest()})[tp].result(TIMEOUT).offset == 2
@@ -287,5 +279,44 @@ def test_delete_records(target: Target, unique: Callable[[str], str]) -> None:
     try:
         assert kp.delete_records({KPTopicPartition(topic, 0): 3}) == {
             KPTopicPartition(topic, 0): {"partition_index": 0, "low_watermark": 3, "error_code": 0}}
+        assert kp.delete_records({KPTopicPartition(topic, 0): 1}) == {
+            KPTopicPartition(topic, 0): {"partition_index": 0, "low_watermark": 3, "error_code": 0}}, "never down"
     finally:
         kp.close()
+    assert [(o, v) for _, o, v in consume_all(target.bootstrap_servers, topic, [0], 2)] == [(3, b"v3"), (4, b"v4")]
+
+    # A fetch below the log start: OFFSET_OUT_OF_RANGE, and no offsets with it.
+    fetch = FetchRequest(
+        replica_id=i32(-1), max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=i32(1), max_bytes=i32(1 << 20),
+        isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+        topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(1), last_fetched_epoch=i32(-1),
+            log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),),
+        forgotten_topics_data=(), rack_id="")
+    consumer = Consumer({"bootstrap.servers": target.bootstrap_servers, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)  # __consumer_offsets exists now
+    consumer.close()
+    with WireClient(target.bootstrap_servers) as wire:
+        p = wire.request(fetch).responses[0].partitions[0]
+        assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, p.records) == \
+            (ErrorCode.offset_out_of_range, -1, -1, -1, b"")
+
+        # On the wire, what the clients refuse themselves, and what nothing refuses before the broker.
+        def delete(*entries: tuple[str, int, int]) -> set[tuple[str, int, int, ErrorCode]]:
+            body = DeleteRecordsRequest(topics=tuple(
+                DeleteRecordsTopic(name=name, partitions=(DeleteRecordsPartition(partition_index=i32(index), offset=i64(offset)),))
+                for name, index, offset in entries), timeout=i32Timedelta.parse(datetime.timedelta(seconds=TIMEOUT)))
+            answer = wire.request(body)
+            return {(t.name, q.partition_index, q.low_watermark, q.error_code) for t in answer.topics for q in t.partitions}
+
+        missing = unique("trim-missing")
+        assert delete((topic, 0, -2), (topic, 5, 1), (missing, 0, 1), (compacted, 0, 0), ("__consumer_offsets", 0, 0)) == {
+            (topic, 0, -1, ErrorCode.offset_out_of_range),
+            (topic, 5, -1, ErrorCode.unknown_topic_or_partition),
+            (missing, 0, -1, ErrorCode.unknown_topic_or_partition),
+            (compacted, 0, -1, ErrorCode.policy_violation),
+            ("__consumer_offsets", 0, -1, ErrorCode.invalid_topic_exception),
+        }
+        assert delete((topic, 0, 6)) == {(topic, 0, -1, ErrorCode.offset_out_of_range)}, "past the high watermark (5)"
+        assert delete((topic, 0, -1)) == {(topic, 0, 5, ErrorCode.none)}, "-1: the high watermark"
+    assert client.list_offsets({tp: OffsetSpec.earliest()})[tp].result(TIMEOUT).offset == 5

@@ -1,7 +1,8 @@
-"""The one owner of durable writes: this node's Kafka ``ReplicaManager.appendRecords``.
+"""The one owner of durable writes: this node's Kafka ``ReplicaManager.appendRecords``
+(and ``deleteRecords``).
 
 Theory of operation.  Every write to a partition log goes through the
-``Appender``, in one of three kinds:
+``Appender``, in one of four kinds:
 
 * ``append_records``: a Produce request's batches, one per partition.  Per
   partition: find the log (UNKNOWN_TOPIC_OR_PARTITION if none; internal topics
@@ -20,6 +21,12 @@ Theory of operation.  Every write to a partition log goes through the
   nothing: the transaction coordinator's Complete record) once they are in the
   log; they then ride with the partition's next flush (``mark_lazy``).
 * ``append_marker``: a COMMIT/ABORT marker to one partition of a transaction.
+* ``delete_records``: DeleteRecords (KIP-107), a client moving the log start
+  offset of partitions up (``PartitionLog.delete_records``): UNKNOWN_TOPIC_OR_PARTITION
+  for a partition that does not exist, INVALID_TOPIC_EXCEPTION for an internal
+  topic, as Kafka's ReplicaManager answers.  The new log start is durable when
+  the call returns (it writes no record, so group commit has no part in it), and
+  with one replica the answer needs no waiting.
 
 Each append marks its partition dirty for group commit
 (``group_commit.GroupCommit``: one fsync answers every waiter of the moment),
@@ -47,6 +54,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..clock import Clock
@@ -105,6 +113,19 @@ class PartitionResult:
 
 #: Per topic, in request order: (name, its partitions' results).
 TopicResults = list[tuple[str, list[PartitionResult]]]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """One partition's outcome of DeleteRecords: its new log start offset, or -1 and why not."""
+
+    index: int
+    error: ErrorCode
+    low_watermark: int
+
+
+#: Per topic, in request order: (name, its partitions' DeleteRecords outcomes).
+DeleteResults = list[tuple[str, list[DeleteResult]]]
 
 #: Coordinator errors a producer would not retry on a produce: answered NOT_ENOUGH_REPLICAS.
 _RETRIABLE_VERIFICATION = {
@@ -297,6 +318,33 @@ class Appender:
             return outcome.error
         self._when_durable(target, target.log_end_offset, durable)
         return ErrorCode.none
+
+    # -- DeleteRecords ----------------------------------------------------------
+
+    def delete_records(self, entries: Iterable[tuple[str, Iterable[tuple[int, int]]]]) -> DeleteResults:
+        """Move the log start offset of each (topic, (partition, offset)...) in ``entries``; the
+        outcome of each partition, grouped by topic in request order.  A partition named twice is
+        answered once, for its last offset (Kafka keeps a map of them)."""
+        wanted: dict[tuple[str, int], int] = {}
+        for name, partitions in entries:
+            for index, offset in partitions:
+                wanted[(name, index)] = offset
+        topics = self._registry.topics
+        results: dict[str, list[DeleteResult]] = {}
+        for (name, index), offset in wanted.items():
+            topic = topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                outcome = DeleteResult(index, ErrorCode.unknown_topic_or_partition, -1)
+            elif topic.internal:
+                outcome = DeleteResult(index, ErrorCode.invalid_topic_exception, -1)
+            else:
+                partition = topic.partitions[index]
+                error, low_watermark = partition.delete_records(offset)
+                outcome = DeleteResult(index, error, low_watermark)
+                if error is not ErrorCode.none:
+                    log.info("DeleteRecords of %s to %d refused: %s", partition.name, offset, error.name)
+            results.setdefault(name, []).append(outcome)
+        return list(results.items())
 
     # -- durability -------------------------------------------------------------
 

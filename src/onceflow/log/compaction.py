@@ -117,7 +117,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import LOG_CLEANER_DEDUPE_BUFFER_SIZE
-from ..fileio import atomic_write
+from ..fileio import read_partition_checkpoint, write_partition_checkpoint
 from ..records.batch import (
     COMPRESSION_MASK,
     DELETE_HORIZON_FLAG,
@@ -138,7 +138,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-_CHECKPOINT_VERSION = 0
 _READ_CHUNK = 1 << 20
 _MAX_RELATIVE = 2**31 - 1
 _INDEX_ENTRY = 8
@@ -162,25 +161,20 @@ class CleanerError(Exception):
 def read_checkpoint(directory: Path) -> int | None:
     """The offset the last pass cleaned up to, or None (never cleaned, or an unreadable file).
 
-    Format, Kafka's ``cleaner-offset-checkpoint`` for a single partition:
-    a version line (0), a count line (1), then ``<topic> <partition> <offset>``.
+    Format, Kafka's ``cleaner-offset-checkpoint`` for a single partition
+    (``fileio.write_partition_checkpoint``).
     """
     path = directory / CHECKPOINT_FILE
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-        if int(lines[0]) != _CHECKPOINT_VERSION or int(lines[1]) != 1:
-            raise ValueError(f"version {lines[0]}, {lines[1]} entries")
-        return int(lines[2].rsplit(" ", 1)[1])
-    except FileNotFoundError:
-        return None
-    except (ValueError, IndexError, OSError) as exc:
+        return read_partition_checkpoint(path)
+    except (ValueError, OSError) as exc:
         log.warning("%s: ignoring unreadable cleaner checkpoint: %s", path, exc)
         return None
 
 
 def write_checkpoint(directory: Path, topic: str, partition: int, offset: int) -> None:
     """Atomically replace the checkpoint (temp file, fsync, rename, fsync the directory)."""
-    atomic_write(directory / CHECKPOINT_FILE, f"{_CHECKPOINT_VERSION}\n1\n{topic} {partition} {offset}\n")
+    write_partition_checkpoint(directory / CHECKPOINT_FILE, topic, partition, offset)
 
 
 # -- planning (event loop) ----------------------------------------------------------
@@ -321,7 +315,9 @@ def plan_cleaning(log_: PartitionLog, now_ms: int, *, force: bool = False) -> Cl
     )
     if not views:
         return None
-    aborted = tuple(log_.aborted_transactions(log_.log_start_offset, offsets.first_uncleanable))
+    # From the first segment's base, not the log start (DeleteRecords may have moved it inside a
+    # segment): the cleaner rewrites whole segments, the records below the log start included.
+    aborted = tuple(log_.aborted_transactions(log_.segments[0].base_offset, offsets.first_uncleanable))
     producers = {
         pid: LastRecord(entry.last_data_offset if entry.last_data_offset >= 0 else None, entry.producer_epoch)
         for pid, entry in log_.producer_state.producers().items()

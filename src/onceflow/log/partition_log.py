@@ -63,6 +63,24 @@ they are older than ``retention.ms`` or the partition is larger than
 ``retention.bytes``; never the active segment unless it is expired (it is
 rolled first, as Kafka does), never data above the high watermark.
 
+*Log start offset*: the first offset a client may read.  Retention moves it
+by whole segments (it is then the first segment's base offset); DeleteRecords
+(``delete_records``, KIP-107) moves it to any offset up to the high
+watermark, inside a segment too.  That offset is written first, durably, to
+``log-start-offset-checkpoint`` in the partition directory (Kafka's file
+format; Kafka writes it every minute, here before the client is answered, so
+neither a restart nor a crash brings deleted records back), and only then
+are the segments wholly below it deleted, as Kafka's retention thread does
+later (``deleteLogStartOffsetBreachedSegments``; a crash in between leaves
+them to the next retention check).  Reads below it are OFFSET_OUT_OF_RANGE,
+ListOffsets "earliest" answers it, a lookup by timestamp skips the records
+below it, and the last stable offset is never below it (an open transaction
+that began below it holds the LSO at the log start).  The records below it
+in its segment stay on disk, unreadable, until the segment is deleted; the
+producer state and its snapshots are kept from the first segment's base
+offset (what is on disk), so a restart rebuilds a transaction that began
+below the log start and is still open.
+
 *Compaction* (``cleanup.policy=compact``, ``log.compaction``): the cleaner
 builds replacement files for a run of rolled segments off the event loop,
 then ``replace_segments`` swaps them in (``.cleaned`` -> ``.swap`` -> final
@@ -82,7 +100,7 @@ from pathlib import Path
 
 from .. import faults
 from ..config import PRODUCER_ID_EXPIRATION_MS, TopicConfig
-from ..fileio import fsync_dir
+from ..fileio import fsync_dir, read_partition_checkpoint, write_partition_checkpoint
 from ..protocol.errors import ErrorCode
 from ..records.batch import (
     BatchHeader,
@@ -113,6 +131,11 @@ log = logging.getLogger(__name__)
 
 _INDEX_ENTRY = 8
 _MAX_RELATIVE = 2**31 - 1
+
+#: Where DeleteRecords' log start offset is kept (Kafka's file name and format, one partition).
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+#: DeleteRecords' offset meaning "the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
+HIGH_WATERMARK = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +210,8 @@ class PartitionLog:
         #: Base offset of the first segment rebuilt by recovery (its transaction index was reset).
         self._rebuilt_from: int | None = None
         self._open_segments(now_ms, clean_shutdown)
+        #: The log start offset DeleteRecords set (``log_start_offset`` is never below the first segment).
+        self._log_start = self._load_log_start(now_ms)
         active = self.segments[-1]
         self.high_watermark = active.next_offset
         self._hw_segment = active
@@ -225,6 +250,34 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
 
+    def _load_log_start(self, now_ms: int) -> int:
+        """The log start offset kept by DeleteRecords (``LOG_START_CHECKPOINT``), or 0 if none is.
+
+        A checkpoint past the log end (the files lost data a DeleteRecords had
+        seen durable, never by a crash) is handled as Kafka's LogLoader does:
+        the segments are deleted and the log restarts empty at the checkpoint,
+        so no offset is ever used twice.
+        """
+        path = self.dir / LOG_START_CHECKPOINT
+        path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a write a crash interrupted
+        try:
+            stored = read_partition_checkpoint(path)
+        except (ValueError, OSError) as exc:
+            log.warning("%s: ignoring the unreadable log start checkpoint: %s", path, exc)
+            return 0
+        if stored is None:
+            return 0
+        if stored > self.log_end_offset:
+            log.warning("%s: the log start checkpoint %d is past the log end %d; deleting the segments and "
+                        "starting the log empty at %d", self.name, stored, self.log_end_offset, stored)
+            for segment in self.segments:
+                segment.delete()
+            self.segments.clear()
+            self._bases.clear()
+            self._rebuilt_from = None
+            self._add_segment(Segment(self.dir, stored, now_ms, self.writer))
+        return stored
+
     def _mark_rebuilt(self, base_offset: int) -> None:
         if self._rebuilt_from is None or base_offset < self._rebuilt_from:
             self._rebuilt_from = base_offset
@@ -236,10 +289,15 @@ class PartitionLog:
         replay of its markers can restore: then the snapshot used must be at or
         below that segment's base offset (Kafka reloads producer state the same
         way before recovering a segment), and newer ones are discarded.
+
+        The state is kept from the first segment's base offset, not the log
+        start offset: after a DeleteRecords inside a segment, the records below
+        the log start are still on disk, and a transaction that began there and
+        is still open must be rebuilt (it holds the last stable offset).
         """
         state = self.producer_state
         limit = self.log_end_offset if self._rebuilt_from is None else self._rebuilt_from
-        start = state.load(self.log_start_offset, limit)
+        start = state.load(self.segments[0].base_offset, limit)
         for segment in self.segments[self.segment_for(start):]:
             if segment.next_offset <= start:
                 continue
@@ -288,7 +346,9 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        """The first readable offset: where DeleteRecords put it, or the first segment's base
+        offset once retention has deleted past that."""
+        return max(self._log_start, self.segments[0].base_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -299,11 +359,11 @@ class PartitionLog:
         """First offset a read_committed consumer may not see yet: the oldest open
         transaction's first offset, bounded by the high watermark.
 
-        Retention may delete the start of a transaction that is still open:
-        the LSO then stays at the log start offset, never below it (Kafka's
-        ``UnifiedLog.maybeIncrementFirstUnstableOffset``), or a read_committed
-        consumer reset to "latest" would be sent below the log start and loop
-        on OFFSET_OUT_OF_RANGE.
+        Retention or DeleteRecords may cut off the start of a transaction that
+        is still open: the LSO then stays at the log start offset, never below
+        it (Kafka's ``UnifiedLog.maybeIncrementFirstUnstableOffset``), or a
+        read_committed consumer reset to "latest" would be sent below the log
+        start and loop on OFFSET_OUT_OF_RANGE.
         """
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
@@ -488,9 +548,10 @@ class PartitionLog:
         return segment
 
     def _retain_snapshots(self) -> None:
-        """Drop the producer-state snapshots recovery can no longer need (see ``retain_snapshots``)."""
+        """Drop the producer-state snapshots recovery can no longer need (see ``retain_snapshots``);
+        those from the first segment's base offset on are kept (``_load_producer_state``)."""
         keep_from = self.segments[-2].base_offset if len(self.segments) > 1 else self.segments[-1].base_offset
-        self.producer_state.retain_snapshots(self.log_start_offset, keep_from, self.segments[-1].base_offset)
+        self.producer_state.retain_snapshots(self.segments[0].base_offset, keep_from, self.segments[-1].base_offset)
 
     # -- durability and the high watermark ------------------------------------
 
@@ -626,10 +687,13 @@ class PartitionLog:
         """(offset, timestamp) of the first record at or after ``timestamp``, below the high watermark.
 
         The time index finds the batch; the records of that one batch are read
-        to find the exact record, as Kafka does.
+        to find the exact record, as Kafka does.  Records below the log start
+        offset (DeleteRecords inside a segment) are skipped, as Kafka's
+        ``LogSegment.findOffsetByTimestamp`` skips them.
         """
+        start = self.log_start_offset
         for segment in self.segments:
-            if segment.max_timestamp < timestamp:
+            if segment.max_timestamp < timestamp or segment.next_offset <= start:
                 continue
             if segment.base_offset >= self.high_watermark:
                 return None
@@ -640,14 +704,15 @@ class PartitionLog:
             # Usually the batch found holds the record; a batch emptied by compaction
             # keeps its max timestamp but has none, so go on to the next ones.
             for position, header in segment.headers_from(found[0], bound):
-                if header.max_timestamp < timestamp or header.record_count == 0:
+                if header.max_timestamp < timestamp or header.record_count == 0 or header.last_offset < start:
                     continue
                 try:
                     for record in iter_records(segment.read(position, header.size), header):
-                        if record.timestamp >= timestamp:
+                        if record.timestamp >= timestamp and record.offset >= start:
                             return record.offset, record.timestamp
                 except CorruptRecords as exc:
-                    return self._undecodable(header, exc)
+                    offset, max_timestamp = self._undecodable(header, exc)
+                    return max(offset, start), max_timestamp
         return None
 
     def _undecodable(self, header: BatchHeader, exc: CorruptRecords) -> tuple[int, int]:
@@ -686,9 +751,13 @@ class PartitionLog:
     # -- retention ------------------------------------------------------------
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete expired segments (cleanup.policy=delete); returns how many were deleted."""
-        if not self.config.delete_enabled or self.failed:  # a failed partition waits for recovery as it is
+        """Delete the segments wholly below the log start offset (whatever the cleanup policy, as
+        Kafka does), then expired segments (cleanup.policy=delete); returns how many were deleted."""
+        if self.failed:  # a failed partition waits for recovery as it is
             return 0
+        below_start = self._delete_segments_below_log_start()
+        if not self.config.delete_enabled:
+            return below_start
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
         deleted = 0
@@ -711,6 +780,58 @@ class PartitionLog:
             self.segments.pop(0)
             self._bases.pop(0)
             oldest.delete()
+            deleted += 1
+        if deleted:
+            self._retain_snapshots()
+        return below_start + deleted
+
+    # -- DeleteRecords ----------------------------------------------------------
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords (KIP-107) on this partition: (error, low watermark).
+
+        Kafka's ``Partition.deleteRecordsOnLeader`` and
+        ``UnifiedLog.maybeIncrementLogStartOffset``: POLICY_VIOLATION unless
+        ``cleanup.policy`` includes ``delete``; ``offset`` -1 is the high
+        watermark; below 0 or above the high watermark is OFFSET_OUT_OF_RANGE.
+        The log start offset then moves up to ``offset`` (never down: an offset
+        at or below it changes nothing), durably before anything else changes
+        (KAFKA_STORAGE_ERROR and nothing changed if that write fails), and the
+        segments wholly below it are deleted.  The low watermark answered is
+        the log start offset, with a single replica.
+        """
+        if self.closed or self.failed:
+            return ErrorCode.kafka_storage_error, -1
+        if not self.config.delete_enabled:
+            return ErrorCode.policy_violation, -1
+        target = self.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > self.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        if target > self.log_start_offset:
+            try:
+                write_partition_checkpoint(self.dir / LOG_START_CHECKPOINT, self.topic, self.partition, target)
+            except OSError as exc:
+                log.error("%s: cannot write the log start offset %d: %s; nothing deleted", self.name, target, exc)
+                return ErrorCode.kafka_storage_error, -1
+            self._log_start = target
+            log.info("%s: log start offset moved to %d (DeleteRecords)", self.name, target)
+            faults.crash_point("delete-records")  # durable; the segments below it are still there
+            self._delete_segments_below_log_start()
+        return ErrorCode.none, self.log_start_offset
+
+    def _delete_segments_below_log_start(self) -> int:
+        """Delete every segment whose successor starts at or below the log start offset (Kafka's
+        ``deleteLogStartOffsetBreachedSegments``; never the active segment); returns how many."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self._log_start:
+            oldest = self.segments.pop(0)
+            self._bases.pop(0)
+            log.info("%s: deleting segment %s (below the log start offset %d)", self.name, oldest.log_path.name,
+                     self._log_start)
+            try:
+                oldest.delete()
+            except OSError as exc:  # out of the log all the same; after a restart, retention deletes what is left
+                log.warning("%s: cannot delete %s: %s", self.name, oldest.log_path.name, exc)
             deleted += 1
         if deleted:
             self._retain_snapshots()

@@ -5,8 +5,8 @@ Apache Kafka cluster, so they talk to brokers only through real Kafka client
 libraries and standard Kafka APIs:
 
 * topics and groups go through confluent-kafka (librdkafka): its
-  ``AdminClient`` for metadata, configs, topic creation/deletion and consumer
-  groups, and a ``Consumer`` (never subscribed) for partition watermarks;
+  ``AdminClient`` for metadata, configs, topic creation/deletion, record
+  deletion (DeleteRecords) and consumer groups, and a ``Consumer`` (never subscribed) for partition watermarks;
 * transactions go through kafka-python's ``KafkaAdminClient``, because
   confluent-kafka has no KIP-664 APIs: ``list_transactions``
   (ListTransactions), ``describe_transactions`` (DescribeTransactions),

@@ -1,6 +1,6 @@
-"""``onceflow topics list|describe|create|delete``, through confluent-kafka.
+"""``onceflow topics list|describe|create|delete|delete-records``, through confluent-kafka.
 
-AdminClient (Metadata, DescribeConfigs, CreateTopics, DeleteTopics) and an
+AdminClient (Metadata, DescribeConfigs, CreateTopics, DeleteTopics, DeleteRecords) and an
 unsubscribed Consumer for the watermarks (ListOffsets): standard Kafka APIs
 only, so the commands work the same against Apache Kafka.
 """
@@ -8,6 +8,7 @@ only, so the commands work the same against Apache Kafka.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 from typing import Any
 
 from .common import (
@@ -16,6 +17,7 @@ from .common import (
     add_command,
     add_family,
     confluent_admin,
+    error_line,
     key_value,
     wait,
     watermark_consumer,
@@ -115,6 +117,43 @@ def delete_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT
     return [{"topic": topic, "deleted": True}]
 
 
+def delete_records(bootstrap: str, topic: str, offsets: dict[int, int], *,
+                   timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Move each partition's log start offset up to its offset (-1: the high watermark), as
+    ``kafka-delete-records`` does; one row per partition with its new low watermark.  If any
+    partition fails, a ToolError names every one that did (the others have moved)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    admin = confluent_admin(bootstrap)
+    futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
+                                   request_timeout=timeout, operation_timeout=timeout)
+    rows: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for tp, future in sorted(futures.items(), key=lambda item: item[0].partition):
+        try:
+            deleted = future.result(timeout + 5)
+        except KafkaException as exc:
+            failed.append(f"{topic}-{tp.partition}: {error_line(exc)}")
+        except concurrent.futures.TimeoutError:
+            failed.append(f"{topic}-{tp.partition}: no answer after {timeout:g}s")
+        else:
+            rows.append({"topic": topic, "partition": tp.partition, "low_watermark": deleted.low_watermark})
+    if failed:
+        raise ToolError("; ".join(failed))
+    return rows
+
+
+def _partition_offset(text: str) -> tuple[int, int]:
+    """argparse type for ``PARTITION=OFFSET``."""
+    partition, sep, offset = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return int(partition), int(offset)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET (integers), got {text!r}") from None
+
+
 def _source_name(source: Any) -> str:
     from confluent_kafka.admin import ConfigSource
 
@@ -147,6 +186,12 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p = add_command(actions, "delete", "delete a topic", _delete)
     p.add_argument("topic", metavar="TOPIC")
 
+    p = add_command(actions, "delete-records", "delete the records below an offset (the log start moves up)",
+                    _delete_records)
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("offsets", type=_partition_offset, nargs="+", metavar="PARTITION=OFFSET",
+                   help="delete what is below OFFSET in PARTITION (-1: everything up to the high watermark)")
+
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
     return list_topics(args.bootstrap_servers, include_internal=args.all, timeout=args.timeout)
@@ -165,3 +210,7 @@ def _create(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _delete(args: argparse.Namespace) -> list[dict[str, Any]]:
     return delete_topic(args.bootstrap_servers, args.topic, timeout=args.timeout)
+
+
+def _delete_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    return delete_records(args.bootstrap_servers, args.topic, dict(args.offsets), timeout=args.timeout)

@@ -102,10 +102,12 @@ class _FetchPlan:
                 if partition is not None and error is ErrorCode.none:
                     limit = max(0, min(p.partition_max_bytes, remaining))
                     result = partition.read(p.fetch_offset, limit, min_one=min_one and limit > 0, committed=self.committed)
-                    hw, lso, start = partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
                     if isinstance(result, ErrorCode):
+                        # OFFSET_OUT_OF_RANGE (below the log start or past the end): Kafka answers
+                        # no offsets with it, -1 for each (ReplicaManager.readFromLocalLog).
                         error = result
                     else:
+                        hw, lso, start = partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
                         records = result.records
                         if result.aborted:
                             aborted = tuple(build(m.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)

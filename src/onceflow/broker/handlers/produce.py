@@ -1,4 +1,5 @@
-"""Produce: the request's batches to ``Appender.append_records``, its outcome to the answer.
+"""Produce and DeleteRecords: the writes clients make to partition logs, each one call to the
+``Appender`` (``append_records``, ``delete_records``) and its outcome to the answer.
 
 Everything a write involves -- finding each partition (internal topics are
 closed to clients), checking a transactional batch against its transaction
@@ -10,6 +11,9 @@ request in, one call, the per-partition outcomes out.  What is left here is
 the wire's: the version from which a client knows TRANSACTION_ABORTABLE, and
 ``acks=0``, which is never answered: if a partition failed, the connection is
 closed so the producer notices (Kafka does the same).
+
+DeleteRecords (KIP-107) is answered at once: the Appender returns each
+partition's new log start offset (its low watermark), durable already.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ..appender import TopicResults
+from ..appender import DeleteResults, TopicResults
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, via_callback
 from .context import BrokerContext, Connection, Handler
 
@@ -80,4 +84,27 @@ def _response(request: Request, results: TopicResults) -> Any:
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
 
 
-HANDLERS: dict[int, Handler] = {apis.PRODUCE: handle_produce}
+def handle_delete_records(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    results = broker.appender.delete_records(
+        (t.name, ((p.partition_index, p.offset) for p in t.partitions)) for t in request.body.topics)
+    return _delete_records_response(request, results)
+
+
+def _delete_records_response(request: Request, results: DeleteResults) -> Any:
+    m = responses(request)
+    topics = tuple(
+        build(
+            m.DeleteRecordsTopicResult,
+            name=name,
+            partitions=tuple(
+                build(m.DeleteRecordsPartitionResult, partition_index=o.index, low_watermark=o.low_watermark,
+                      error_code=o.error)
+                for o in outs
+            ),
+        )
+        for name, outs in results
+    )
+    return build(m.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+HANDLERS: dict[int, Handler] = {apis.PRODUCE: handle_produce, apis.DELETE_RECORDS: handle_delete_records}
