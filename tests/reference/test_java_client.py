@@ -8,9 +8,11 @@
 * ``versions``: the versions the client negotiates (its own ``NodeApiVersions`` rule) from each
   broker's ApiVersions answer.  The requests the client really sent, and at which version, come
   from ``org.apache.kafka.clients.NetworkClient``'s DEBUG log (``reference/log4j2-requests.properties``).
+* Transactions v2 (KIP-890 part 2, used when a broker finalizes ``transaction.version`` >= 2): the
+  client negotiates it against Onceflow as against Kafka, and the same broker set to
+  ``transaction.version=1`` gets transactions v1, as Kafka formatted so.
 * What the client does when it would use a feature Onceflow does not implement: the KIP-848 group
-  protocol (``group.protocol=consumer``) and transactions v2 (KIP-890 part 2, used when a broker
-  finalizes ``transaction.version`` >= 2).  Onceflow must answer as a Kafka broker without them
+  protocol (``group.protocol=consumer``).  Onceflow must answer as a Kafka broker without it
   would; ``kafka_without_features`` is Apache Kafka formatted with ``transaction.version=0`` and
   ``group.version=0`` and only the classic rebalance protocol enabled.
 """
@@ -140,28 +142,40 @@ def test_the_client_negotiates_the_highest_version_both_sides_know(onceflow_targ
         assert kafka["broker"][api][1] >= served[api][1], f"{api}: Onceflow serves a version Kafka 4.3.1 does not"
         # The advertised floors are Kafka's, Produce's v0 included (KAFKA-18659: advertised, refused).
         assert onceflow["broker"][api][0] == kafka["broker"][api][0], api
-    # No feature is finalized: to the client this is a broker without transaction.version (so
-    # transactions v1), group.version, or any other feature.
-    assert onceflow["finalized_features"] == {} and onceflow["supported_features"] == {}
+    # transaction.version 2 is finalized on both (transactions v2); Onceflow lists no other feature
+    # (no group.version: the classic group protocol only).
+    assert onceflow["finalized_features"] == {"transaction.version": 2}, onceflow["finalized_features"]
     assert kafka["finalized_features"]["transaction.version"] == 2
+    assert onceflow["supported_features"] == {"transaction.version": [0, 2]}
 
 
-def test_the_ctp_loop_uses_transactions_v1_as_with_kafka_without_transaction_version_2(
-        onceflow_target: Target, kafka_target: Target, kafka_without_features: Target,
-        ctp_runs: Callable[[Target], Run]) -> None:
-    onceflow, kafka, without = (ctp_runs(t) for t in (onceflow_target, kafka_target, kafka_without_features))
-    assert without.result["exactly_once"]
-    # Transactions v1 on Onceflow, request for request and version for version as on a Kafka
-    # broker without transaction.version 2: AddPartitionsToTxn v3, EndTxn v4, TxnOffsetCommit v4.
+def test_the_ctp_loop_uses_transactions_v2_as_with_kafka(
+        onceflow_target: Target, kafka_target: Target, ctp_runs: Callable[[Target], Run]) -> None:
+    onceflow, kafka = ctp_runs(onceflow_target), ctp_runs(kafka_target)
+    assert onceflow.result["exactly_once"] and kafka.result["exactly_once"]
+    # Transactions v2 on both, request for request: no AddPartitionsToTxn or AddOffsetsToTxn (the
+    # Produce and the TxnOffsetCommit add their partitions), EndTxn v5 (it bumps the epoch).
+    assert onceflow.txn_requests() == kafka.txn_requests()
+    assert "ADD_PARTITIONS_TO_TXN" not in onceflow.sent and "ADD_OFFSETS_TO_TXN" not in onceflow.sent
+    assert onceflow.sent["END_TXN"] == {5} and onceflow.sent["TXN_OFFSET_COMMIT"] == {5}
+    # Produce v12 on Onceflow, v13 on Kafka (topic ids, KIP-516, not served by Onceflow yet).
+    assert max(onceflow.sent["PRODUCE"]) == 12 and max(kafka.sent["PRODUCE"]) >= 12
+
+
+def test_the_ctp_loop_uses_transactions_v1_with_transaction_version_1(
+        kafka_without_features: Target, ctp_runs: Callable[[Target], Run], make_broker_process: Any,
+        tmp_path: Path) -> None:
+    """The broker set to ``transaction.version=1`` finalizes it so, and the client falls back to
+    transactions v1, as against Kafka formatted without transactions v2."""
+    v1 = make_broker_process(**{"transaction.version": "1"})
+    onceflow = client_check("ctp", v1.bootstrap_servers, f"java-ctp-v1-{uuid.uuid4().hex[:8]}", str(RECORDS),
+                            log_dir=tmp_path)
+    without = ctp_runs(kafka_without_features)
+    assert onceflow.result["exactly_once"] and without.result["exactly_once"]
     assert onceflow.txn_requests() == without.txn_requests()
-    assert onceflow.txn_requests()["ADD_PARTITIONS_TO_TXN"] == {3}
-    assert onceflow.txn_requests()["END_TXN"] == {4}
-    # The transactional producer's Produce stays at v11 on both (v12+ belongs to transactions v2).
-    assert max(onceflow.sent["PRODUCE"]) == 11 and 11 in without.sent["PRODUCE"]
-    # Against Kafka 4.3.1 with its default transaction.version=2 the same client uses v2: no
-    # AddPartitionsToTxn or AddOffsetsToTxn, EndTxn v5, Produce v13.
-    assert "ADD_PARTITIONS_TO_TXN" not in kafka.sent and "ADD_OFFSETS_TO_TXN" not in kafka.sent
-    assert kafka.sent["END_TXN"] == {5} and max(kafka.sent["PRODUCE"]) >= 12
+    assert onceflow.txn_requests()["ADD_PARTITIONS_TO_TXN"] == {3} and onceflow.txn_requests()["END_TXN"] == {4}
+    # The transactional producer's Produce at v11 (v12+ is transactions v2's), on both.
+    assert 11 in onceflow.sent["PRODUCE"] and 11 in without.sent["PRODUCE"]
 
 
 def test_the_kip848_consumer_protocol_fails_as_on_kafka_without_it(

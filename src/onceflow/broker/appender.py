@@ -81,6 +81,9 @@ Done = Callable[[ErrorCode], None]
 
 #: ``TransactionCoordinator.partition_in_transaction(transactional_id, producer_id, producer_epoch, topic, partition)``
 Verify = Callable[[str, int, int, str, int], ErrorCode]
+#: ``TransactionCoordinator.add_partitions`` for a transactions-v2 client: (transactional_id,
+#: producer_id, producer_epoch, partitions, callback(errors per partition)).
+AddToTransaction = Callable[[str, int, int, list[tuple[str, int]], Callable[[dict[tuple[str, int], ErrorCode]], None]], None]
 
 
 class Durability(Protocol):
@@ -140,15 +143,17 @@ class Appender:
     """Appends to this node's partition logs, and says when what it appended is durable (see above).
 
     ``durability`` is group commit; ``verify`` asks the transaction coordinator whether a
-    partition is in a producer's ongoing transaction (KIP-890)."""
+    partition is in a producer's ongoing transaction (KIP-890), ``add_to_transaction`` adds it
+    (transactions v2: a Produce v12+ adds its own partitions)."""
 
     def __init__(self, registry: PartitionRegistry, config: BrokerConfig, clock: Clock, durability: Durability,
-                 verify: Verify) -> None:
+                 verify: Verify, add_to_transaction: AddToTransaction | None = None) -> None:
         self._registry = registry
         self._config = config
         self._clock = clock
         self._durability = durability
         self._verify = verify
+        self._add_to_transaction = add_to_transaction
 
     # -- partitions -----------------------------------------------------------
 
@@ -184,18 +189,23 @@ class Appender:
         *,
         transactional_id: str | None = None,
         generic_txn_errors: bool = True,
+        adds_partitions: bool = False,
         client: str = "",
     ) -> None:
         """Append a Produce request's batches, ``entries`` being (topic, (partition, batch)...);
         ``done`` gets every partition's result, in request order: at once for acks 0 and 1
         (and when nothing was written), once durable or at ``timeout_ms`` for acks=-1.
         ``generic_txn_errors``: the client knows TRANSACTION_ABORTABLE (KIP-890);
+        ``adds_partitions``: a transactions-v2 client (Produce v12+), whose transactional
+        batches add their partitions to the transaction first (``_add_then_append``);
         ``client`` names it in the log."""
         now = self._clock.now_ms()
         topics = self._registry.topics
         verify = self._config[TRANSACTION_PARTITION_VERIFICATION_ENABLE]
         results: TopicResults = []
         waiting: list[PartitionResult] = []
+        #: Transactions v2: the transactional batches, appended once their partitions are added.
+        to_add: list[tuple[PartitionLog, str, bytes, PartitionResult]] = []
         for name, partitions in entries:
             topic = topics.get(name)
             outs = []
@@ -212,6 +222,8 @@ class Appender:
                 elif not records:
                     out.error = ErrorCode.corrupt_message
                     out.message = "empty record set"
+                elif adds_partitions and transactional_id is not None and _is_transactional(records):
+                    to_add.append((topic.partitions[index], name, records, out))
                 else:
                     error = self._transaction_check(transactional_id, name, index, records, verify, generic_txn_errors)
                     if error is not None:
@@ -219,10 +231,58 @@ class Appender:
                     elif self._append_produced(topic.partitions[index], records, now, out, client) and acks == -1:
                         waiting.append(out)
             results.append((name, outs))
+        if to_add:
+            assert transactional_id is not None
+            self._add_then_append(transactional_id, to_add, acks, timeout_ms, results, waiting, done, client)
+            return
+        self._answer(results, waiting, timeout_ms, done)
+
+    def _answer(self, results: TopicResults, waiting: list[PartitionResult], timeout_ms: int,
+                done: Callable[[TopicResults], None]) -> None:
         if waiting:
             when_all_durable(results, waiting, self._durability.on_durable, timeout_ms, done)
             return
         done(results)
+
+    def _add_then_append(self, transactional_id: str, to_add: list[tuple[PartitionLog, str, bytes, PartitionResult]],
+                         acks: int, timeout_ms: int, results: TopicResults, waiting: list[PartitionResult],
+                         done: Callable[[TopicResults], None], client: str) -> None:
+        """Transactions v2 (KIP-890 part 2; Kafka's ReplicaManager with ADD_PARTITION): the
+        partitions of a Produce v12+'s transactional batches join the producer's transaction
+        through the coordinator (a durable ``__transaction_state`` record the first time), and
+        only then are the batches appended.  One producer id per request: a batch of another is
+        refused (INVALID_PRODUCER_ID_MAPPING).  The coordinator's refusals reach the client as
+        Kafka's do: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a coordinator moving or loading as
+        NOT_ENOUGH_REPLICAS (retriable, no metadata refresh); CONCURRENT_TRANSACTIONS as itself."""
+        first = read_header(to_add[0][2])
+        producer = (first.producer_id, first.producer_epoch)
+        adding = []
+        for partition, name, records, out in to_add:
+            header = read_header(records)
+            if (header.producer_id, header.producer_epoch) != producer:
+                out.error = ErrorCode.invalid_producer_id_mapping
+                out.message = "transactional records of more than one producer id or epoch in one request"
+            else:
+                adding.append((partition, name, records, out))
+        if self._add_to_transaction is None:  # no coordinator (some unit tests): nothing can be added
+            for *_, out in adding:
+                out.error = ErrorCode.coordinator_not_available
+            self._answer(results, waiting, timeout_ms, done)
+            return
+
+        def added(errors: dict[tuple[str, int], ErrorCode]) -> None:
+            now = self._clock.now_ms()
+            for partition, name, records, out in adding:
+                error = errors.get((name, out.index), ErrorCode.unknown_server_error)
+                if error is not ErrorCode.none:
+                    out.error = (ErrorCode.not_enough_replicas if error in _RETRIABLE_VERIFICATION - {ErrorCode.concurrent_transactions}
+                                 else verification_error(error, True))
+                elif self._append_produced(partition, records, now, out, client) and acks == -1:
+                    waiting.append(out)
+            self._answer(results, waiting, timeout_ms, done)
+
+        self._add_to_transaction(transactional_id, producer[0], producer[1],
+                                 list(dict.fromkeys((name, out.index) for _, name, _, out in adding)), added)
 
     def _transaction_check(self, transactional_id: str | None, topic: str, partition: int, records: bytes,
                            verify: bool, generic_errors: bool) -> ErrorCode | None:
@@ -391,6 +451,10 @@ def when_all_durable(results: TopicResults, waiting: list[PartitionResult],
     for i, out in enumerate(waiting):
         assert out.log is not None
         on_durable(out.log, out.durable_at, functools.partial(durable, i))
+
+
+def _is_transactional(records: bytes) -> bool:
+    return len(records) >= HEADER_SIZE and read_header(records).is_transactional
 
 
 def verification_error(error: ErrorCode, generic_error_supported: bool) -> ErrorCode:

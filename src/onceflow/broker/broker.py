@@ -44,6 +44,7 @@ from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.group.types import StoredMarker, StoredRecord
 from ..coordinator.transaction.coordinator import TransactionCoordinator
+from ..coordinator.transaction.metadata import TV_2
 from ..coordinator.transaction.types import MarkerWriter
 from ..log import compaction
 from ..log.partition_log import PartitionLog
@@ -90,7 +91,9 @@ class Broker:
         self.group_commit = GroupCommit(self.io)
         #: Every durable write goes through it (Kafka's ReplicaManager.appendRecords).
         self.appender = Appender(self.registry, config, self.clock, self.group_commit,
-                                 lambda *txn_partition: self.txns.partition_in_transaction(*txn_partition))
+                                 lambda *txn_partition: self.txns.partition_in_transaction(*txn_partition),
+                                 lambda tid, pid, epoch, partitions, done: self.txns.add_partitions(
+                                     tid, pid, epoch, partitions, done, client_transaction_version=TV_2))
         #: The timer task's wake-up: set when a coordinator sets a deadline earlier than its sleep.
         self._timer_wake: asyncio.Event | None = None
         self._sleeping_until = 0

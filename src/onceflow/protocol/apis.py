@@ -5,11 +5,14 @@ ranges.  ApiVersions answers from it, ``framing.parse_request`` refuses
 anything outside it, and the broker checks at start-up that every key in it
 has a handler.  The floors are Kafka 4's (KIP-896 removed older versions;
 kio carries no schemas below them).  The ceilings are the newest versions
-whose semantics this broker implements fully: Produce stops at 11 and EndTxn
-at 4 because version 12/5 belong to transactions v2 (KIP-890 part 2), which
-is not implemented; AddPartitionsToTxn stops at 3, the last client version
-(v4+ is broker-to-broker verification, done in-process here).  A client
-simply negotiates the highest version both sides know.
+whose semantics this broker implements fully: Produce stops at 12 (13 names
+topics by id, KIP-516, not served yet); Produce 12, TxnOffsetCommit 5 and
+EndTxn 5 are transactions v2's (KIP-890 part 2: the first two add their
+partition to the transaction, the last bumps the epoch), which a client uses
+when ApiVersions finalizes ``transaction.version`` 2; AddPartitionsToTxn
+stops at 3, the last client version (v4+ is broker-to-broker verification,
+done in-process here).  A client simply negotiates the highest version both
+sides know.
 
 ``build(cls, **fields)`` constructs a kio entity of any version from the
 fields that version has, so one handler can answer every version of its API:
@@ -69,7 +72,7 @@ PRODUCE_V2, TXN_OFFSET_COMMIT_V2, END_TXN_V2 = 12, 5, 5
 
 #: api_key -> (min_version, max_version)
 SUPPORTED: dict[int, tuple[int, int]] = {
-    PRODUCE: (3, 11),
+    PRODUCE: (3, 12),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 8),
     METADATA: (0, 12),
@@ -96,9 +99,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 5),
     ADD_PARTITIONS_TO_TXN: (0, 3),
     ADD_OFFSETS_TO_TXN: (0, 4),
-    END_TXN: (0, 4),
+    END_TXN: (0, 5),
     WRITE_TXN_MARKERS: (1, 1),
-    TXN_OFFSET_COMMIT: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 5),
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),

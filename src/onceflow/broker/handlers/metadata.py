@@ -1,5 +1,9 @@
 """ApiVersions, Metadata and DescribeCluster: what the cluster is and what it speaks.
 
+ApiVersions also lists the features (KIP-584): ``transaction.version``, finalized at the broker's
+``transaction.version`` setting (2 by default, Kafka 4's): a client that sees 2 uses transactions
+v2 (KIP-890 part 2) if it can.
+
 This broker is a one-node cluster: it is every partition's leader, its only
 replica and the controller.  Leader epochs are 0.  Metadata auto-creates
 topics the way Kafka does (``auto.create.topics.enable`` and the request's
@@ -16,7 +20,7 @@ from typing import Any
 
 from kio.schema.api_versions.v0 import response as api_versions_v0
 
-from ...config import AUTO_CREATE_TOPICS_ENABLE, NUM_PARTITIONS
+from ...config import AUTO_CREATE_TOPICS_ENABLE, NUM_PARTITIONS, TRANSACTION_VERSION
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import Topic, topic_name_error
@@ -27,6 +31,11 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+#: The features this broker knows (ApiVersions v3+, KIP-584): ``transaction.version`` up to 2
+#: (transactions v2, KIP-890 part 2), finalized at the ``transaction.version`` setting.  The
+#: features never change while the broker runs, so their epoch is a constant.
+MAX_TRANSACTION_VERSION = 2
+FINALIZED_FEATURES_EPOCH = 0
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
@@ -47,7 +56,17 @@ def handle_api_versions(broker: BrokerContext, request: Request, conn: Connectio
         error = ErrorCode.invalid_request
         log.info("ApiVersions from %s: invalid client software name/version %r %r", conn.peer,
                  body.client_software_name, body.client_software_version)
-    return build(m.ApiVersionsResponse, error_code=error, api_keys=_api_keys(m), throttle_time=NO_THROTTLE)
+    features: dict[str, Any] = {}
+    if request.api_version >= 3:
+        level = broker.config[TRANSACTION_VERSION]
+        # Kafka omits a feature whose lowest supported level is 0 from ApiVersions v3's list.
+        supported = () if request.api_version < 4 else (
+            build(m.SupportedFeatureKey, name=TRANSACTION_VERSION.name, min_version=0, max_version=MAX_TRANSACTION_VERSION),)
+        finalized = () if level == 0 else (
+            build(m.FinalizedFeatureKey, name=TRANSACTION_VERSION.name, min_version_level=level, max_version_level=level),)
+        features = {"supported_features": supported, "finalized_features": finalized,
+                    "finalized_features_epoch": FINALIZED_FEATURES_EPOCH}
+    return build(m.ApiVersionsResponse, error_code=error, api_keys=_api_keys(m), throttle_time=NO_THROTTLE, **features)
 
 
 def unknown_api_versions_response() -> Any:

@@ -53,6 +53,7 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
             done,
             transactional_id=getattr(body, "transactional_id", None),
             generic_txn_errors=request.api_version >= _GENERIC_TXN_ERRORS_FROM,
+            adds_partitions=request.api_version >= apis.PRODUCE_V2,
             client=conn.peer,
         ),
         respond,

@@ -160,14 +160,36 @@ def handle_txn_offset_commit(broker: BrokerContext, request: Request, conn: Conn
                                                          OFFSETS_TOPIC, partition)
             return verification_error(error, generic_errors)
 
-    return via_callback(
-        lambda cb: broker.groups.commit_transactional_offsets(
+    def commit(cb: Any) -> None:
+        broker.groups.commit_transactional_offsets(
             body.group_id, body.producer_id, body.producer_epoch,
             getattr(body, "generation_id", -1), getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
             offsets, cb, verify,
-        ),
-        respond,
-    )
+        )
+
+    if request.api_version < apis.TXN_OFFSET_COMMIT_V2:
+        return via_callback(commit, respond)
+
+    # Transactions v2 (KIP-890 part 2): the client sent no AddOffsetsToTxn; the group's offsets
+    # partition joins the transaction here, then the offsets are committed (verified, as always).
+    partition = broker.groups.partition_for(body.group_id)
+    try:
+        broker.appender.internal_partition(OFFSETS_TOPIC, partition)
+    except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
+        log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        return respond(dict.fromkeys(offsets, ErrorCode.coordinator_not_available))
+
+    def add_then_commit(cb: Any) -> None:
+        def added(error: ErrorCode) -> None:
+            if error is ErrorCode.none:
+                commit(cb)
+            else:
+                cb(dict.fromkeys(offsets, verification_error(error, True)))
+
+        broker.txns.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, (OFFSETS_TOPIC, partition),
+                                added, client_transaction_version=TV_2)
+
+    return via_callback(add_then_commit, respond)
 
 
 def handle_write_txn_markers(broker: BrokerContext, request: Request, conn: Connection) -> Any:
