@@ -100,6 +100,25 @@ def session(url: str) -> Any:
     return spark
 
 
+#: What PySpark sets in os.environ once a Connect session exists (and never unsets for a remote
+#: server): left behind, every later SparkSession.builder in this process, and every Spark driver
+#: it starts, would take itself for a Connect client (CONNECT_URL_NOT_SET).
+CONNECT_ENVIRONMENT = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def classic_environment_restored() -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in CONNECT_ENVIRONMENT}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="module")
 def fault_dir() -> Path:
     return Path(SCRATCH) / "connect-faults"
