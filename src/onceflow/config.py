@@ -190,8 +190,6 @@ TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int
 TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, 3600000, "How often expired transactional ids are removed.", _at_least(1))
 TRANSACTION_PARTITION_VERIFICATION_ENABLE: Final[ConfigDef[bool]] = ConfigDef("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, "Refuse transactional produce to a partition not added to the transaction (KIP-890 part 1).")
 TRANSACTION_VERSION: Final[ConfigDef[int]] = ConfigDef("transaction.version", ConfigType.SHORT, 2, "The finalized transaction.version feature (Kafka's feature level; 2: transactions v2, KIP-890 part 2; 1: flexible __transaction_state records only; 0: neither).", _between(0, 2))
-ADD_PARTITIONS_TO_TXN_RETRY_BACKOFF_MS: Final[ConfigDef[int]] = ConfigDef("add.partitions.to.txn.retry.backoff.ms", ConfigType.INT, 20, "Transactions v2: how long a Produce that adds its partition waits before asking again while the previous transaction completes.", _at_least(1))
-ADD_PARTITIONS_TO_TXN_RETRY_BACKOFF_MAX_MS: Final[ConfigDef[int]] = ConfigDef("add.partitions.to.txn.retry.backoff.max.ms", ConfigType.INT, 100, "Transactions v2: how long a Produce that adds its partition keeps asking while the previous transaction completes.", _at_least(0))
 PRODUCER_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1))
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1))
 
@@ -246,8 +244,6 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS,
     TRANSACTION_PARTITION_VERIFICATION_ENABLE,
     TRANSACTION_VERSION,
-    ADD_PARTITIONS_TO_TXN_RETRY_BACKOFF_MS,
-    ADD_PARTITIONS_TO_TXN_RETRY_BACKOFF_MAX_MS,
     PRODUCER_ID_EXPIRATION_MS,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 ]

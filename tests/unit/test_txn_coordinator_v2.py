@@ -188,3 +188,43 @@ def test_transaction_version_0_writes_value_version_0() -> None:
     h.init("t")
     [(_, key, value, _)] = h.store.pending
     assert int.from_bytes(value[:2], "big") == 0
+
+
+def test_the_first_add_after_an_exhausted_epoch_waits_for_the_move_to_the_new_id() -> None:
+    """The EndTxn that exhausts the epoch answers with the next producer id at epoch 0 once its
+    Prepare record is durable; the client's next Produce v12 (or TxnOffsetCommit v5) may add with it
+    while the Complete record that moves the id is still being written.  Kafka checks the pending
+    change first (CONCURRENT_TRANSACTIONS, retried by the leader); here the add waits for it."""
+    from tests.unit.test_txn_coordinator import OFFSETS, Box
+
+    for offsets in (False, True):
+        h = v2_harness()
+        pid, _ = h.started("t", ("a", 0))
+        h.md().producer_epoch = MAX_PRODUCER_EPOCH - 1
+        box = h.end("t", pid, MAX_PRODUCER_EPOCH - 1, tv=V2)
+        h.store.complete_all()
+        error, new_pid, epoch = box.one
+        assert (error, epoch) == (E.none, 0)
+        added = Box(h.events)
+        if offsets:
+            h.coord.add_offsets("t", new_pid, 0, (OFFSETS, 3), added, client_transaction_version=V2)
+        else:
+            h.coord.add_partitions("t", new_pid, 0, [("a", 0)], added, client_transaction_version=V2)
+        assert added == []  # waiting, not INVALID_PRODUCER_ID_MAPPING
+        h.markers.complete()
+        h.store.complete_all()  # the Complete record: the id is the new one now; then the add's record
+        h.store.complete_all()
+        assert added.one == (E.none if offsets else {("a", 0): E.none})
+        assert (h.md().state, h.md().producer_id) == (S.ONGOING, new_pid)
+
+
+def test_a_v2_client_connected_across_a_downgrade_keeps_its_next_producer_id() -> None:
+    """At transaction.version 0 the coordinator writes version-0 records, which have no room for
+    the next producer id: a v2 client's transit is written at version 1 all the same."""
+    h = Harness(transaction_version=0, num_partitions=1)
+    pid, _ = h.started("t", ("a", 0))
+    h.md().producer_epoch = MAX_PRODUCER_EPOCH - 1
+    h.end("t", pid, MAX_PRODUCER_EPOCH - 1, tv=V2)
+    h.store.complete_all()
+    h.coord.load_partition(0, h.store.records(0))
+    assert h.md().next_producer_id not in (-1, pid)

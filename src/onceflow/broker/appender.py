@@ -206,7 +206,15 @@ class Appender:
         waiting: list[PartitionResult] = []
         #: Transactions v2: the transactional batches, appended once their partitions are added.
         to_add: list[tuple[PartitionLog, str, bytes, PartitionResult]] = []
-        for name, partitions in entries:
+        request = [(name, list(partitions)) for name, partitions in entries]
+        if len(_transactional_producers(request)) > 1:
+            # Kafka's handleProduceAppend throws InvalidPidMappingException: the whole request fails.
+            log.info("produce from %s refused: transactional records of more than one producer id or epoch", client)
+            done([(name, [_refused(index, ErrorCode.invalid_producer_id_mapping,
+                                   "transactional records of more than one producer id or epoch in one request")
+                          for index, _ in partitions]) for name, partitions in request])
+            return
+        for name, partitions in request:
             topic = topics.get(name)
             outs = []
             for index, records in partitions:
@@ -253,17 +261,11 @@ class Appender:
         only then are the batches appended.  One producer id per request: a batch of another is
         refused (INVALID_PRODUCER_ID_MAPPING).  The coordinator's refusals reach the client as
         Kafka's do: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a coordinator moving or loading as
-        NOT_ENOUGH_REPLICAS (retriable, no metadata refresh); CONCURRENT_TRANSACTIONS as itself."""
+        NOT_ENOUGH_REPLICAS (retriable, no metadata refresh); CONCURRENT_TRANSACTIONS as itself.
+        (``append_records`` has refused a request with more than one producer.)"""
         first = read_header(to_add[0][2])
         producer = (first.producer_id, first.producer_epoch)
-        adding = []
-        for partition, name, records, out in to_add:
-            header = read_header(records)
-            if (header.producer_id, header.producer_epoch) != producer:
-                out.error = ErrorCode.invalid_producer_id_mapping
-                out.message = "transactional records of more than one producer id or epoch in one request"
-            else:
-                adding.append((partition, name, records, out))
+        adding = to_add
         if self._add_to_transaction is None:  # no coordinator (some unit tests): nothing can be added
             for *_, out in adding:
                 out.error = ErrorCode.coordinator_not_available
@@ -455,6 +457,25 @@ def when_all_durable(results: TopicResults, waiting: list[PartitionResult],
 
 def _is_transactional(records: bytes) -> bool:
     return len(records) >= HEADER_SIZE and read_header(records).is_transactional
+
+
+def _transactional_producers(entries: list[tuple[str, list[tuple[int, bytes | None]]]]) -> set[tuple[int, int]]:
+    """The (producer id, epoch) of every transactional batch that leads a partition's records
+    (Kafka reads every batch; a Produce carries one batch per partition)."""
+    producers = set()
+    for _, partitions in entries:
+        for _, records in partitions:
+            if records and _is_transactional(records):
+                header = read_header(records)
+                producers.add((header.producer_id, header.producer_epoch))
+    return producers
+
+
+def _refused(index: int, error: ErrorCode, message: str) -> PartitionResult:
+    out = PartitionResult(index)
+    out.error = error
+    out.message = message
+    return out
 
 
 def verification_error(error: ErrorCode, generic_error_supported: bool) -> ErrorCode:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from typing import Any
 
@@ -32,10 +33,11 @@ log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 #: The features this broker knows (ApiVersions v3+, KIP-584): ``transaction.version`` up to 2
-#: (transactions v2, KIP-890 part 2), finalized at the ``transaction.version`` setting.  The
-#: features never change while the broker runs, so their epoch is a constant.
+#: (transactions v2, KIP-890 part 2), finalized at the ``transaction.version`` setting.  They can
+#: only change across a restart, so their epoch is when this process started (ms): a client
+#: connected across a restart adopts finalized features only with a higher epoch.
 MAX_TRANSACTION_VERSION = 2
-FINALIZED_FEATURES_EPOCH = 0
+FINALIZED_FEATURES_EPOCH = time.time_ns() // 1_000_000
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 

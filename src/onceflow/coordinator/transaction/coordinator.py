@@ -425,17 +425,28 @@ class TransactionCoordinator:
             done(ErrorCode.invalid_request)
             return
         md = self._state.get(transactional_id)
-        if md is None or md.producer_id != producer_id or md.producer_epoch == NO_PRODUCER_EPOCH:
+        v2 = client_transaction_version >= TV_2
+        retry = functools.partial(self._add_partitions, transactional_id, producer_id, producer_epoch, partitions,
+                                  done, may_park=False, client_transaction_version=client_transaction_version)
+        if md is None:
+            done(ErrorCode.invalid_producer_id_mapping)
+        elif v2 and md.pending_transition_in_progress:
+            # Kafka checks this first at transactions v2: across an exhausted epoch the client
+            # already holds the next producer id while the Complete record that moves to it is
+            # being written.  Wait for the change (Kafka: CONCURRENT_TRANSACTIONS, retried by the
+            # partition leader).
+            if may_park:
+                self._park(transactional_id, retry, functools.partial(done, ErrorCode.concurrent_transactions))
+            else:
+                done(ErrorCode.concurrent_transactions)
+        elif md.producer_id != producer_id or md.producer_epoch == NO_PRODUCER_EPOCH:
             # (Epoch -1: the id's first InitProducerId never became durable, so
             # this producer id was never handed out.  Kafka would fail the
             # prepare with an exception, i.e. UNKNOWN_SERVER_ERROR.)
             done(ErrorCode.invalid_producer_id_mapping)
         elif md.producer_epoch != producer_epoch:
             done(ErrorCode.producer_fenced)
-        elif may_park and (md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-                           or (client_transaction_version >= TV_2 and md.pending_state is S.ONGOING)):
-            retry = functools.partial(self._add_partitions, transactional_id, producer_id, producer_epoch, partitions,
-                                      done, may_park=False, client_transaction_version=client_transaction_version)
+        elif may_park and md.pending_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             self._park(transactional_id, retry, functools.partial(done, ErrorCode.concurrent_transactions))
         elif md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             done(ErrorCode.concurrent_transactions)

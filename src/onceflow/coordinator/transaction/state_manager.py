@@ -46,6 +46,7 @@ from . import log_records as rec
 from .metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from .types import (
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     TransactionListing,
     TxnLogStore,
 )
@@ -260,7 +261,11 @@ class TransactionStateManager:
             done(ErrorCode.not_coordinator)
             return
         key = rec.encode_key(transactional_id)
-        version = 1 if self.transaction_version >= 1 else 0
+        # Version 1 from transaction.version 1 on (Kafka's rule), and for any transit of a v2
+        # client, whose next producer id and version must survive a reload whatever the setting
+        # (Kafka fails such a write at version 0; a client reaches it only across a downgrade).
+        needs_tags = transit.client_transaction_version >= 1 or transit.next_producer_id != NO_PRODUCER_ID
+        version = 1 if self.transaction_version >= 1 or needs_tags else 0
         value = rec.encode_value(transit_to_value(transit, version), version)
 
         def on_done(error: ErrorCode) -> None:
