@@ -176,6 +176,11 @@ def _conduct(args: argparse.Namespace, console: Any, progress: Any, driver: pipe
         while time.monotonic() < deadline:
             if not _drain(driver, run, console):
                 return None
+            if driver.proc is not None and driver.proc.poll() is not None:  # died on its own (kills restart it at once)
+                tail = Path(driver.log_path).read_text(errors="replace").strip().splitlines()[-3:]
+                console.print(f"[red]FAILED[/]: the Spark driver exited with status {driver.proc.returncode}; "
+                              f"its log ({driver.log_path}) ends:\n" + "\n".join(tail))
+                return None
             progress.update(task, completed=min(run.processed, total), batches=f"{run.micro_batches} micro-batches",
                             faults=f"{len(run.faults)} faults")
             fraction = run.processed / max(total, 1)
