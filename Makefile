@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install bytecode demo test check unit integration fuzz reference-suite spark-cluster bounce chaos bench check-java reference state-diagrams clean
+.PHONY: all install bytecode demo test check unit integration fuzz reference-suite spark-platforms bounce chaos bench check-java reference state-diagrams clean
 
 all: test
 
@@ -39,9 +39,9 @@ demo: $(STAMP) bytecode check-java
 	$(BIN)/onceflow demo
 
 # Everything but the tests marked "long" (pyproject.toml), which make reference-suite runs, and
-# "cluster", which make spark-cluster runs.
+# "platforms", which make spark-platforms runs.
 test: $(STAMP) bytecode check-java reference
-	$(BIN)/python -m pytest -q -m "not long and not cluster" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not long and not platforms" $(PYTEST_ARGS)
 
 # Lint and type-check the sources (configured in pyproject.toml).
 check: $(STAMP)
@@ -88,10 +88,12 @@ reference-suite: $(STAMP) check-java reference
 bounce: $(STAMP) check-java reference
 	ONCEFLOW_BOUNCE_LONG=1 $(BIN)/python -m pytest -q tests/reference/test_transactions_bounce.py $(PYTEST_ARGS)
 
-# The exactly-once sink on a Spark standalone cluster (a master and two workers from the installed
-# PySpark, on loopback), a worker SIGKILLed under the running query, the output checked record by record.
-spark-cluster: $(STAMP) bytecode check-java
-	$(BIN)/python -m pytest -q tests/integration/spark/test_cluster.py $(PYTEST_ARGS)
+# The connector where PySpark runs besides local mode (tests marked "platforms"): a Spark standalone
+# cluster (a master and two workers from the installed PySpark, on loopback) with a worker SIGKILLed
+# under the running query, a Spark Connect server SIGKILLed mid-batch, and the payments pipeline as a
+# Spark Declarative Pipelines project with spark-pipelines SIGKILLed mid-run; every output checked.
+spark-platforms: $(STAMP) bytecode check-java
+	$(BIN)/python -m pytest -q -m platforms tests/integration/spark $(PYTEST_ARGS)
 
 bench: $(STAMP) bytecode
 	$(BIN)/onceflow bench produce

@@ -4,7 +4,7 @@ micro-batch is being written, the worker whose task is inside its Kafka transact
 SIGKILL, with everything it started (its executor, their Python workers), as a machine's crash would
 kill it; a replacement worker joins.  The same query, never restarted, must finish, and the output is
 checked record by record: every committed input once, nothing of an aborted one, nothing left open.
-About two minutes on 2 shared cores: marked ``cluster``, run by ``make spark-cluster``, not ``make test``."""
+About two minutes on 2 shared cores: marked ``platforms``, run by ``make spark-platforms`` (and CI), not ``make test``."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def alive_workers(web_url: str) -> set[int]:
     return {w["port"] for w in state.get("workers", []) if w.get("state") == "ALIVE"}
 
 
-@pytest.mark.cluster
+@pytest.mark.platforms
 @pytest.mark.timeout(900)
 def test_a_worker_killed_under_a_running_query_on_a_standalone_cluster(broker_process: BrokerProcess) -> None:
     import pyspark

@@ -37,6 +37,9 @@ from tests.support import SCRATCH
 from tests.support.broker import BrokerProcess
 from tests.support.waiting import wait_for
 
+#: Two servers started and one killed: about two minutes, so make spark-platforms (and CI), not make test.
+pytestmark = pytest.mark.platforms
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_TIMEOUT_S = 180
 

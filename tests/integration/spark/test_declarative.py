@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from onceflow.pipelines import declarative
 from onceflow.pipelines import payments as pipeline
 from onceflow.spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
@@ -21,6 +23,7 @@ RUN_TIMEOUT_S = 420
 EVERY_PARTITION = list(range(pipeline.PARTITIONS))
 
 
+@pytest.mark.platforms  # about two minutes: make spark-platforms (and CI), not make test
 def test_spark_pipelines_runs_the_payments_project_exactly_once_through_a_killed_run(
         broker_process: BrokerProcess, tmp_path: Path) -> None:
     bs = broker_process.bootstrap_servers
