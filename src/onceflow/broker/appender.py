@@ -14,6 +14,11 @@ Theory of operation.  Every write to a partition log goes through the
   answers when replication is too slow; KAFKA_STORAGE_ERROR for a write whose
   fsync failed); ``1`` and ``0`` at once: the data is in the page cache and
   becomes visible to consumers when the next group commit makes it durable.
+  A transactions-v2 client's Produce (v12+, KIP-890 part 2) sends no
+  AddPartitionsToTxn: its transactional batches' partitions are added to the
+  transaction through the coordinator first (``_add_then_append``), and a
+  request whose transactional batches belong to more than one producer fails
+  whole (INVALID_PRODUCER_ID_MAPPING, as Kafka's handleProduceAppend).
 * ``append_coordinator_records``: a coordinator's records to a partition of
   ``__consumer_offsets`` or ``__transaction_state``, created on first use,
   compacted, with their own segment size, as in Kafka.  The coordinator is
