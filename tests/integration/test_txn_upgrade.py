@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from onceflow.coordinator.transaction import log_records as rec
 from tests.support.kafka import make_topic, read_all
+from tests.support.txn_state import read_transaction_log
 
 TIMEOUT = 30
 
@@ -23,27 +23,6 @@ def _commit(bs: str, tid: str, values: list[bytes]) -> Producer:
         producer.produce("upgraded", value, partition=0)
     producer.commit_transaction(TIMEOUT)
     return producer
-
-
-def _value_versions(bs: str) -> set[int]:
-    """The value versions of every record in __transaction_state (read as a plain consumer)."""
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": "dump", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    partitions = [TopicPartition("__transaction_state", p, 0) for p in range(50)]
-    consumer.assign(partitions)
-    versions: set[int] = set()
-    ended: set[int] = set()
-    for _ in range(400):
-        if len(ended) == len(partitions):
-            break
-        for message in consumer.consume(500, 0.2):
-            if message.error() is not None:
-                ended.add(message.partition() or 0)
-            elif message.value() is not None:
-                versions.add(int.from_bytes(message.value()[:2], "big"))
-                assert rec.decode_value(message.value()) is not None
-    consumer.close()
-    return versions
 
 
 def test_a_data_directory_of_transaction_version_0_loads_and_keeps_working(make_broker_process) -> None:  # type: ignore[no-untyped-def]
@@ -59,7 +38,7 @@ def test_a_data_directory_of_transaction_version_0_loads_and_keeps_working(make_
     group = Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
     group.commit(offsets=[TopicPartition("upgraded", 0, 1)], asynchronous=False)
     group.close()
-    assert _value_versions(bs) == {0}
+    assert read_transaction_log(bs).value_versions == {0}
     old.kill()
 
     old.overrides.pop("transaction.version")
@@ -72,4 +51,4 @@ def test_a_data_directory_of_transaction_version_0_loads_and_keeps_working(make_
     [offset] = reader.committed([TopicPartition("upgraded", 0)], timeout=TIMEOUT)
     reader.close()
     assert offset.offset == 1
-    assert _value_versions(new.bootstrap_servers) == {0, 1}
+    assert read_transaction_log(new.bootstrap_servers).value_versions == {0, 1}

@@ -32,6 +32,7 @@ from tests.support import eos_harness
 from tests.support.broker import FAST_GROUPS, BrokerProcess
 from tests.support.eos_harness import Plan
 from tests.support.reference import SHARED_SETTINGS
+from tests.support.txn_state import read_transaction_log
 
 SHORT = Plan(records=6000, input_partitions=2, transaction_size=50, bounces=3, kill_copier_every=2)
 LONG = Plan(records=30000, input_partitions=4, output_partitions=5, transaction_size=100, bounces=12,
@@ -67,6 +68,11 @@ def test_copier_is_exactly_once_through_onceflow_sigkills(tmp_path: Path, capsys
     try:
         result = eos_harness.run(broker.bootstrap_servers, broker.kill, broker.start, PLAN, "eos", tmp_path / "tools",
                                  log=_log(capsys))
+        # Kafka's copier (kafka-clients 4.3.1) negotiated transactions v2 (KIP-890 part 2): its
+        # transactional ids' records carry client transaction version 2.  Checked, not assumed.
+        copiers = {tid: versions for tid, versions in read_transaction_log(broker.bootstrap_servers).client_versions.items()
+                   if tid.startswith("eos")}
+        assert copiers and all(2 in versions for versions in copiers.values()), copiers
     finally:
         if broker.proc is not None:
             broker.proc.kill()
