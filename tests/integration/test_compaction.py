@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.log.compaction import read_checkpoint
 from onceflow.records.batch import scan
 from onceflow.records.records import iter_records
-from tests.support.broker import cleaned_through, partition_dir
+from tests.support.broker import cleaned_through, partition_dir, segment_sizes
 from tests.support.kafka import make_topic, produce, produce_keyed, txn_producer
 from tests.support.waiting import wait_for
 
@@ -27,7 +27,7 @@ FAST_CLEANER = {"log.cleaner.backoff.ms": "200"}
 
 
 def disk_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
+    return sum(segment_sizes(directory))
 
 
 def disk_records(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:

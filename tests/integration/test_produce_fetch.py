@@ -7,7 +7,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from tests.support.broker import BrokerProcess
+from tests.support.broker import BrokerProcess, segment_sizes
 from tests.support.kafka import consume_all, make_topic, produce
 from tests.support.waiting import wait_for
 
@@ -126,7 +126,7 @@ def test_segments_roll_and_retention_deletes_old_ones(make_broker_process) -> No
         return consumer.get_watermark_offsets(TopicPartition("rolling", 0), timeout=TIMEOUT)[0]
 
     def on_disk() -> int:
-        return sum(p.stat().st_size for p in partition_dir.glob("*.log"))
+        return sum(segment_sizes(partition_dir))
 
     # Retention runs every 100 ms and may need several passes (it never deletes above the
     # high watermark): wait until it has brought the partition within one segment of the limit.

@@ -13,7 +13,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
-from tests.support.broker import BrokerProcess, partition_dir
+from tests.support.broker import BrokerProcess, partition_dir, segment_sizes
 from tests.support.kafka import TIMEOUT, make_topic, produce, read_all, txn_producer
 from tests.support.waiting import wait_for
 
@@ -67,8 +67,8 @@ def test_retention_under_an_open_transaction_keeps_the_lso_at_the_log_start(make
         # Kafka's size rule: a segment goes while the rest still holds retention.bytes.  Once
         # the oldest segment can no longer go, the log start stays put (nothing more is written
         # until the abort below).
-        sizes = [p.stat().st_size for p in sorted(partition_dir(broker, "retained").glob("*.log"))]
-        return sum(sizes) - sizes[0] < 2048
+        sizes = segment_sizes(partition_dir(broker, "retained"))
+        return bool(sizes) and sum(sizes) - sizes[0] < 2048
 
     wait_for(retention_done, what="retention to delete the first segments")
     start = log_start()

@@ -26,6 +26,18 @@ def partition_dir(broker: BrokerProcess, topic: str, partition: int = 0) -> Path
     return broker.data_dir / f"{topic}-{partition}"
 
 
+def segment_sizes(directory: Path) -> list[int]:
+    """The sizes of a partition directory's segment files, oldest first; a segment that retention
+    or the cleaner deletes while it is being listed is left out (no FileNotFoundError race)."""
+    sizes = []
+    for path in sorted(directory.glob("*.log")):
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            continue
+    return sizes
+
+
 def cleaned_through(directory: Path, offset: int) -> bool:
     """The cleaner's checkpoint has passed ``offset``."""
     checkpoint = read_checkpoint(directory)
