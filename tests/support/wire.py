@@ -26,6 +26,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
+from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
@@ -61,12 +62,9 @@ def encode_entity(entity: Any) -> bytes:
 
 
 def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    buf = io.BytesIO()
+    write_unsigned_varint(buf, value)  # type: ignore[arg-type]
+    return buf.getvalue()
 
 
 #: A tagged field as sent: (tag, the bytes of its value).

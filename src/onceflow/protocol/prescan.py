@@ -55,12 +55,14 @@ In a tagged-field section, what Kafka does, and so what this walk does
 from __future__ import annotations
 
 import dataclasses
+import io
 from functools import cache
 from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
+from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 
 from .errors import InvalidRequest
@@ -173,12 +175,10 @@ def _plan(cls: type, flexible: bool) -> _Plan:
 
 
 def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """``value`` as an unsigned varint, by kio's writer."""
+    buffer = io.BytesIO()
+    write_unsigned_varint(buffer, value)  # type: ignore[arg-type]
+    return buffer.getvalue()
 
 
 def _int32(value: int) -> int:
