@@ -133,6 +133,10 @@ def advertised_address(listeners: list[str]) -> tuple[str, int] | None:
     return found[0] if len(found) == 1 else None
 
 
+def _assignor_names(values: list[str]) -> bool:
+    return bool(values) and len(set(values)) == len(values) and all(v in ("uniform", "range") for v in values)
+
+
 def _cleanup_policy(values: list[str]) -> bool:
     return bool(values) and all(v in ("delete", "compact") for v in values)
 
@@ -180,6 +184,10 @@ GROUP_INITIAL_REBALANCE_DELAY_MS: Final[ConfigDef[int]] = ConfigDef("group.initi
 GROUP_MIN_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.min.session.timeout.ms", ConfigType.INT, 6000, "Smallest session timeout a member may ask for.")
 GROUP_MAX_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.max.session.timeout.ms", ConfigType.INT, 1800000, "Largest session timeout a member may ask for.")
 GROUP_MAX_SIZE: Final[ConfigDef[int]] = ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1))
+GROUP_CONSUMER_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.session.timeout.ms", ConfigType.INT, 45000, "KIP-848 consumer groups: a member that does not heartbeat for this long is removed.", _at_least(1))
+GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.heartbeat.interval.ms", ConfigType.INT, 5000, "KIP-848 consumer groups: how often members are told to heartbeat.", _at_least(1))
+GROUP_CONSUMER_MAX_SIZE: Final[ConfigDef[int]] = ConfigDef("group.consumer.max.size", ConfigType.INT, 2147483647, "KIP-848 consumer groups: most members a group may have.", _at_least(1))
+GROUP_CONSUMER_ASSIGNORS: Final[ConfigDef[list[str]]] = ConfigDef("group.consumer.assignors", ConfigType.LIST, ["uniform", "range"], "KIP-848 consumer groups: the server-side assignors members may name, the first the default (uniform, range).", _assignor_names)
 TRANSACTION_STATE_LOG_NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.num.partitions", ConfigType.INT, 50, "Partitions of __transaction_state.", _at_least(1))
 TRANSACTION_STATE_LOG_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, 3, "Accepted for compatibility; __transaction_state has one replica here.")
 TRANSACTION_STATE_LOG_MIN_ISR: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.min.isr", ConfigType.INT, 2, "Accepted for compatibility.")
@@ -234,6 +242,10 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     GROUP_MIN_SESSION_TIMEOUT_MS,
     GROUP_MAX_SESSION_TIMEOUT_MS,
     GROUP_MAX_SIZE,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MAX_SIZE,
+    GROUP_CONSUMER_ASSIGNORS,
     TRANSACTION_STATE_LOG_NUM_PARTITIONS,
     TRANSACTION_STATE_LOG_REPLICATION_FACTOR,
     TRANSACTION_STATE_LOG_MIN_ISR,

@@ -143,9 +143,9 @@ class Harness:
         self.coord.sync_group(group, generation, member_id, instance, protocol_type, protocol_name, assignments or {}, box)
         return box
 
-    def commit(self, offsets, group="g", generation=-1, member_id="", instance=None) -> Box:
+    def commit(self, offsets, group="g", generation=-1, member_id="", instance=None, api_version=9) -> Box:
         box = Box()
-        self.coord.commit_offsets(group, generation, member_id, instance, offsets, box)
+        self.coord.commit_offsets(group, generation, member_id, instance, offsets, box, api_version=api_version)
         return box
 
     def txn_commit(self, offsets, producer_id=1000, epoch=0, group="g", generation=-1, member_id="",
@@ -757,7 +757,9 @@ def test_storage_error_on_commit_keeps_committed_offsets() -> None:
 def test_member_commit_validation() -> None:
     h = Harness()
     tp = {("t", 0): OffsetAndMetadata(1)}
-    assert h.commit(tp, group="nope", generation=3, member_id="x").one == {("t", 0): E.illegal_generation}
+    # An unknown group: OffsetCommit v9+ (KIP-848) says so, older versions say ILLEGAL_GENERATION.
+    assert h.commit(tp, group="nope", generation=3, member_id="x").one == {("t", 0): E.group_id_not_found}
+    assert h.commit(tp, group="nope", generation=3, member_id="x", api_version=8).one == {("t", 0): E.illegal_generation}
     a, b = h.stable_group()
     assert h.commit(tp, generation=1, member_id="ghost").one == {("t", 0): E.unknown_member_id}
     assert h.commit(tp, generation=2, member_id=a.member_id).one == {("t", 0): E.illegal_generation}

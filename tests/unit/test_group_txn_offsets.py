@@ -203,12 +203,13 @@ def test_commit_to_a_group_that_does_not_exist() -> None:
     h.end_txn(P1, group="new")
     assert h.fetch(T0, group="new") == FetchedOffset(3)
     # A KIP-447 commit (a generation) for an unknown group: ILLEGAL_GENERATION, as
-    # OffsetCommit, and no group is created (Kafka 4's OffsetMetadataManager).
+    # OffsetCommit before v9, and no group is created (Kafka 4's OffsetMetadataManager).
     for generation, member_id in ((3, "m"), (0, "")):
         fenced = h.txn_commit({T0: O(1)}, group="other", generation=generation, member_id=member_id)
         assert fenced.one == {T0: E.illegal_generation}
     assert h.coord.group("other") is None and not h.store.pending
-    assert h.commit({T0: O(1)}, group="third", generation=3, member_id="m").one == {T0: E.illegal_generation}
+    assert h.commit({T0: O(1)}, group="third", generation=3, member_id="m", api_version=8).one == {
+        T0: E.illegal_generation}
     # Generation -1 with a member id: the group is created (Empty), and an Empty group
     # takes commits of generation -1.
     anyone = h.txn_commit({T0: O(1)}, group="fourth", member_id="m")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..config import (
 )
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
-from ..coordinator.group.types import StoredMarker, StoredRecord
+from ..coordinator.group.types import StoredMarker, StoredRecord, TopicImage
 from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..coordinator.transaction.metadata import TV_2
 from ..coordinator.transaction.types import MarkerWriter
@@ -67,6 +67,23 @@ log = logging.getLogger(__name__)
 
 #: The timer task sleeps until the next deadline, but never longer than this.
 MAX_TIMER_SLEEP_MS = 1000
+
+
+class TopicImages(Mapping[str, TopicImage]):
+    """The registry's topics as the group coordinator sees them (a live view, nothing copied)."""
+
+    def __init__(self, registry: PartitionRegistry) -> None:
+        self._topics = registry.topics
+
+    def __getitem__(self, name: str) -> TopicImage:
+        topic = self._topics[name]
+        return TopicImage(topic.topic_id, len(topic.partitions))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
 
 
 class Broker:
@@ -97,7 +114,8 @@ class Broker:
         #: The timer task's wake-up: set when a coordinator sets a deadline earlier than its sleep.
         self._timer_wake: asyncio.Event | None = None
         self._sleeping_until = 0
-        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self.appender), on_timer_set=self._on_timer_set)
+        self.groups = GroupCoordinator(config, self.clock, OffsetsTopicStore(self.appender), on_timer_set=self._on_timer_set,
+                                       topics=lambda: TopicImages(self.registry))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdBlocks(self.data_dir)
         # With ONCEFLOW_FAULT set, the crash points wrap the marker writer and the transaction log.

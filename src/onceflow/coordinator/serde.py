@@ -11,6 +11,7 @@ those messages are made of; the record modules (``group.log_records``,
 Layouts (all integers big-endian, two's complement):
 
 * ``int8`` / ``int16`` / ``int32`` / ``int64``: 1, 2, 4, 8 bytes.
+* ``uuid``: 16 bytes, most significant first (Java's two longs).
 * *unsigned varint*: 7 bits a byte, least significant group first, the high
   bit set on every byte but the last; at most 5 bytes (a 32-bit value).
 
@@ -44,6 +45,7 @@ null where not allowed, invalid UTF-8, an over-long varint) raises
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 __all__ = ["MAX_STRING_BYTES", "Reader", "RecordDecodeError", "UnknownKey", "Writer", "uvarint"]
@@ -101,6 +103,9 @@ class Writer:
 
     def uvarint(self, v: int) -> None:
         self._parts.append(uvarint(v))
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self._parts.append(v.bytes)
 
     def _length(self, n: int | None, wide: bool) -> None:
         """A length prefix (None: null); ``wide``: int32 rather than int16."""
@@ -225,6 +230,9 @@ class Reader:
         return self._length(True, nullable, "array")
 
     # Non-nullable reads, typed without None.
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self.take(16))
 
     def required_string(self) -> str:
         s = self.string()

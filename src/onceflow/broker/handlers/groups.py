@@ -14,10 +14,12 @@ partitions are created on first use.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
 from ...coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ...coordinator.group.consumer_membership import HeartbeatResult
 from ...coordinator.group.types import (
     GroupDescription,
     JoinResult,
@@ -233,7 +235,7 @@ def handle_list_groups(broker: BrokerContext, request: Request, conn: Connection
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         groups=tuple(build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                           group_type="classic") for g in listed),
+                           group_type=g.group_type) for g in listed),
     )
 
 
@@ -294,7 +296,8 @@ def handle_offset_commit(broker: BrokerContext, request: Request, conn: Connecti
         return respond({})
     return via_callback(
         lambda cb: broker.groups.commit_offsets(
-            body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None), offsets, cb
+            body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None), offsets, cb,
+            api_version=request.api_version,
         ),
         respond,
     )
@@ -355,7 +358,69 @@ def handle_offset_delete(broker: BrokerContext, request: Request, conn: Connecti
     )
 
 
+# -- KIP-848 -------------------------------------------------------------------
+
+
+def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    m = responses(request)
+    body = request.body
+
+    def respond(r: HeartbeatResult) -> Any:
+        assignment = None
+        if r.assignment is not None:
+            assignment = build(m.Assignment, topic_partitions=tuple(
+                build(m.TopicPartitions, topic_id=t, partitions=ps) for t, ps in r.assignment))
+        return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=r.error,
+                     error_message=r.error_message, member_id=r.member_id, member_epoch=r.member_epoch,
+                     heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms), assignment=assignment)
+
+    owned = None if body.topic_partitions is None else tuple(
+        (t.topic_id, tuple(t.partitions)) for t in body.topic_partitions)
+    return via_callback(
+        lambda cb: broker.groups.consumer_group_heartbeat(
+            body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
+            ms(body.rebalance_timeout),
+            None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
+            getattr(body, "subscribed_topic_regex", None), body.server_assignor, owned,
+            request.client_id or "", f"/{conn.client_host}", request.api_version, cb),
+        respond,
+    )
+
+
+def handle_consumer_group_describe(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    m = responses(request)
+    include_operations = bool(request.body.include_authorized_operations)
+
+    def assignment(parts: Any) -> Any:
+        return build(m.Assignment, topic_partitions=tuple(
+            build(m.TopicPartitions, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts))
+
+    groups = []
+    for d in broker.groups.consumer_group_describe(list(request.body.group_ids)):
+        groups.append(build(
+            m.DescribedGroup, error_code=d.error, error_message=d.error_message, group_id=d.group_id,
+            group_state=d.state, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name,
+            authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations and d.error is ErrorCode.none
+                                   else AUTHORIZED_OPERATIONS_OMITTED),
+            members=tuple(
+                build(m.Member, member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,
+                      member_epoch=x.member_epoch, client_id=x.client_id, client_host=x.client_host,
+                      subscribed_topic_names=x.subscribed_topic_names, subscribed_topic_regex=x.subscribed_topic_regex,
+                      assignment=assignment(x.assignment), target_assignment=assignment(x.target_assignment),
+                      member_type=CONSUMER_MEMBER_TYPE)
+                for x in d.members),
+        ))
+    return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+#: ConsumerGroupDescribe v1's member type: 1, a member of the consumer protocol (0: classic, -1: unknown).
+CONSUMER_MEMBER_TYPE = 1
+
+
 HANDLERS: dict[int, Handler] = {
+    apis.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    apis.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     apis.FIND_COORDINATOR: handle_find_coordinator,
     apis.JOIN_GROUP: handle_join_group,
     apis.SYNC_GROUP: handle_sync_group,

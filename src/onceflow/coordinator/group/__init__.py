@@ -1,4 +1,4 @@
-"""The classic consumer-group protocol: membership, rebalances and committed offsets.
+"""Consumer groups, classic and KIP-848: membership, rebalances and committed offsets.
 
 * ``types``       what the broker exchanges with the coordinator (``GroupStore``,
                   ``StoredRecord``/``StoredMarker``, results);
@@ -6,9 +6,16 @@
 * ``metadata``    ``GroupMetadata``: a group's state machine, members and offsets;
 * ``loader``      a ``__consumer_offsets`` partition read back into groups and
                   offsets (a pure function);
-* ``context``     what the coordinator lends its two managers;
+* ``context``     what the coordinator lends its managers;
 * ``membership``  ``MembershipManager``: JoinGroup (``JoinRequest``), SyncGroup,
                   Heartbeat, LeaveGroup, rebalances and sessions;
+* ``consumer_group``      a KIP-848 group: epochs, members, target and current
+                          assignments, changed only by replaying its records;
+                          reconciliation (Kafka's CurrentAssignmentBuilder);
+* ``consumer_membership`` ``ConsumerMembershipManager``: ConsumerGroupHeartbeat,
+                          leaving, sessions and rebalance timeouts;
+* ``assignors``   the KIP-848 server-side assignors ``uniform`` and ``range``
+                  (Kafka 4.3's, pure functions of the members and topics);
 * ``offsets``     ``OffsetManager``: OffsetCommit, TxnOffsetCommit and transaction
                   completion, OffsetFetch, OffsetDelete, DeleteGroups, expiry;
 * ``coordinator`` ``GroupCoordinator``: the facade the broker calls, with store

@@ -22,7 +22,7 @@ The context holds no state of its own: every field is the coordinator's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from ...config import BrokerConfig
 from ...protocol.errors import ErrorCode
 from ...timers import Timers
 from .metadata import GroupMetadata
+from .types import TopicImage
 
 # The group coordinator's timers (``CoordinatorRuntime.on_timer`` maps each to its handler).
 
@@ -66,6 +67,22 @@ class SyncDeadline:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerSessionDeadline:
+    """A KIP-848 member is fenced unless it heartbeats before this (group.consumer.session.timeout.ms)."""
+
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRebalanceDeadline:
+    """A KIP-848 member is fenced unless it has revoked what it was asked to by this (its rebalance timeout)."""
+
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetExpiry:
     """Committed offsets past offsets.retention.minutes are removed."""
 
@@ -97,6 +114,8 @@ class GroupContext:
     is_active: Callable[[], bool]
     #: The ``__consumer_offsets`` partition of a group.
     partition_for: Callable[[str], int]
+    #: The broker's topics now, by name (KIP-848 groups assign topic ids).
+    topics: Callable[[], Mapping[str, TopicImage]] = dict
 
     def now(self) -> int:
         return self.clock.now_ms()

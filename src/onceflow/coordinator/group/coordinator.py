@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ...clock import Clock
@@ -57,7 +57,10 @@ from ...protocol.errors import ErrorCode
 from ..partitioning import partition_for
 from ..runtime import CoordinatorRuntime
 from . import loader
+from .consumer_membership import ConsumerMembershipManager, HeartbeatRequest, HeartbeatResult, TopicPartitions
 from .context import (
+    ConsumerRebalanceDeadline,
+    ConsumerSessionDeadline,
     GroupContext,
     HeartbeatDeadline,
     JoinDeadline,
@@ -70,6 +73,9 @@ from .membership import JoinRequest, MembershipManager, SyncRequest
 from .metadata import GroupMetadata, GroupState
 from .offsets import OffsetCommitRequest, OffsetManager, TxnOffsetCommitRequest
 from .types import (
+    ConsumerGroupDescription,
+    ConsumerMemberDescription,
+    DescribedPartitions,
     FetchedOffset,
     GroupDescription,
     GroupListing,
@@ -80,6 +86,7 @@ from .types import (
     OffsetAndMetadata,
     StoredEntry,
     SyncResult,
+    TopicImage,
     TopicPartition,
 )
 
@@ -95,7 +102,9 @@ class GroupCoordinator:
         *,
         member_id_suffix: Callable[[], str] | None = None,
         on_timer_set: Callable[[int], None] | None = None,
+        topics: Callable[[], Mapping[str, TopicImage]] | None = None,
     ) -> None:
+        """``topics``: the broker's topics now, by name (KIP-848 groups assign topic ids)."""
         self._config = config
         self._clock = clock
         self._store = store
@@ -113,9 +122,11 @@ class GroupCoordinator:
             is_waiting=runtime.is_waiting,
             is_active=lambda: runtime.active,
             partition_for=self.partition_for,
+            topics=topics or dict,
         )
         self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())))
-        self._offsets = OffsetManager(ctx, self._membership)
+        self._consumers = consumers = ConsumerMembershipManager(ctx)
+        self._offsets = OffsetManager(ctx, self._membership, consumers)
         membership = self._membership
         runtime.on_timer(HeartbeatDeadline, lambda key, _: membership.on_heartbeat_deadline(key.group_id, key.member_id))
         runtime.on_timer(PendingMemberDeadline,
@@ -123,6 +134,10 @@ class GroupCoordinator:
         runtime.on_timer(JoinDeadline, lambda key, _: membership.on_join_deadline(key.group_id))
         runtime.on_timer(SyncDeadline, lambda key, _: membership.on_sync_deadline(key.group_id))
         runtime.on_timer(OffsetExpiry, lambda _, now: self._offsets.expire_offsets(now))
+        runtime.on_timer(ConsumerSessionDeadline,
+                         lambda key, _: consumers.on_session_deadline(key.group_id, key.member_id))
+        runtime.on_timer(ConsumerRebalanceDeadline,
+                         lambda key, _: consumers.on_rebalance_deadline(key.group_id, key.member_id))
 
     # ================================================================ plumbing (coordinator/runtime.py)
 
@@ -197,6 +212,7 @@ class GroupCoordinator:
                          "offsets of %d producer(s)", group.group_id, group.generation_id, group.size,
                          len(entry.committed), len(group.active_producers))
                 self._membership.on_group_loaded(group)
+                self._consumers.on_group_loaded(group)
 
     # ================================================================ membership
 
@@ -266,6 +282,69 @@ class GroupCoordinator:
         with self._api():
             return self._membership.leave_group(group_id, members, reason)
 
+    # ================================================================ KIP-848
+
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: tuple[str, ...] | None,
+        subscribed_topic_regex: str | None,
+        server_assignor: str | None,
+        owned: TopicPartitions | None,
+        client_id: str,
+        client_host: str,
+        api_version: int,
+        callback: Callable[[HeartbeatResult], None],
+    ) -> None:
+        """ConsumerGroupHeartbeat (KIP-848): see ``consumer_membership.py``."""
+        with self._api():
+            self._consumers.heartbeat(HeartbeatRequest(
+                group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
+                rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=subscribed_topic_names, subscribed_topic_regex=subscribed_topic_regex,
+                server_assignor=server_assignor, owned=owned, client_id=client_id, client_host=client_host,
+                api_version=api_version, callback=callback))
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        """ConsumerGroupDescribe (KIP-848)."""
+        with self._api():
+            names = {t.topic_id: name for name, t in self._ctx.topics().items()}
+
+            def described(assignment: Mapping[uuid.UUID, Iterable[int]]) -> DescribedPartitions:
+                return tuple((t, names.get(t, ""), tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
+
+            out = []
+            for group_id in group_ids:
+                error = self._ctx.validate_group_status(group_id, allow_empty_id=True)
+                group = self._groups.get(group_id)
+                if error is not None:
+                    out.append(ConsumerGroupDescription(group_id, error))
+                    continue
+                if group is None or group.consumer is None:
+                    message = (f"Group {group_id} not found." if group is None
+                               else f"Group {group_id} is not a consumer group.")
+                    out.append(ConsumerGroupDescription(group_id, ErrorCode.group_id_not_found, message))
+                    continue
+                c = group.consumer
+                out.append(ConsumerGroupDescription(
+                    group_id, ErrorCode.none, state=c.state.value, group_epoch=c.group_epoch,
+                    assignment_epoch=c.assignment_epoch,
+                    assignor_name=c.preferred_assignor() or self._consumers.default_assignor,
+                    members=tuple(
+                        ConsumerMemberDescription(
+                            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                            m.subscribed_topic_names, m.subscribed_topic_regex, described(m.assigned),
+                            described(c.target.get(m.member_id, {})))
+                        for m in c.members.values()
+                    ),
+                ))
+            return out
+
     # ================================================================ Describe / List
 
     def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
@@ -277,23 +356,24 @@ class GroupCoordinator:
                     out.append(GroupDescription(group_id=group_id, error=error, state=""))
                     continue
                 group = self._groups.get(group_id)
-                out.append(GroupDescription(group_id=group_id, error=ErrorCode.none) if group is None else group.describe())
+                # A KIP-848 group is not a classic group: "Dead" (v6+: GROUP_ID_NOT_FOUND), as Kafka answers.
+                out.append(GroupDescription(group_id=group_id, error=ErrorCode.none)
+                           if group is None or group.consumer is not None else group.describe())
             return out
 
     def list_groups(self, states: set[str] | None = None, types: set[str] | None = None) -> list[GroupListing]:
         """``states``: Kafka state names, case-insensitive (ListGroups v4+).
-        ``types``: group *types* (ListGroups v5, KIP-848): every group here is
-        a "classic" group, whatever its protocol type."""
+        ``types``: group *types* (ListGroups v5, KIP-848), "classic" or "consumer"."""
         with self._api():
             if not self._active:
                 return []
             wanted_states = {s.lower() for s in states} if states else None
-            if types and "classic" not in {t.lower() for t in types}:
-                return []
+            wanted_types = {t.lower() for t in types} if types else None
+            listed = [g.overview() for g in self._groups.values() if g.state is not GroupState.DEAD]
             return [
-                g.overview()
-                for g in self._groups.values()
-                if g.state is not GroupState.DEAD and (wanted_states is None or g.state.value.lower() in wanted_states)
+                g for g in listed
+                if (wanted_states is None or g.state.lower() in wanted_states)
+                and (wanted_types is None or g.group_type in wanted_types)
             ]
 
     # ================================================================ offsets
@@ -306,7 +386,9 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+        api_version: int = 9,
     ) -> None:
+        """``generation_id``: the generation, or a KIP-848 member's epoch (OffsetCommit v9+)."""
         with self._api():
             self._offsets.commit_offsets(OffsetCommitRequest(
                 group_id=group_id,
@@ -315,6 +397,7 @@ class GroupCoordinator:
                 group_instance_id=group_instance_id,
                 offsets=offsets,
                 callback=callback,
+                api_version=api_version,
             ))
 
     def commit_transactional_offsets(
@@ -395,5 +478,6 @@ class GroupCoordinator:
             # Waiting joins and syncs are answered while the groups still exist.
             if not self._runtime.shut_down(first=self._membership.shutdown):
                 return
+            self._consumers.shutdown()
             self._groups.clear()
             self._offsets.shutdown()

@@ -35,8 +35,15 @@ The rules are those of Kafka's loader (GroupMetadataManager.doLoadGroupsAndOffse
   and skipped; a key of a version we do not know is a leftover of an
   aborted upgrade and is skipped too, as Kafka does.
 
-A group is loaded if it has metadata, committed offsets or pending
-transactional offsets; ``LoadedPartition.groups`` lists first the groups
+Records of a KIP-848 group (key types 3, 5-8) are kept in log order per
+group and replayed into a ``consumer_group.ConsumerGroup`` by
+``build_group`` (``ConsumerGroup.replay``, the function the coordinator also
+applies its own writes with); a tombstone of the group's epoch record (the
+group was deleted) forgets what came before it.  Types 4 and 16 are read
+past.
+
+A group is loaded if it has metadata, KIP-848 records, committed offsets or
+pending transactional offsets; ``LoadedPartition.groups`` lists first the groups
 with metadata, in the order of their records, then those that only store
 offsets.
 """
@@ -50,6 +57,7 @@ from typing import NamedTuple, TypeVar
 
 from .. import OFFSETS_TOPIC
 from . import log_records as rec
+from .consumer_group import ConsumerGroup
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import OffsetAndMetadata, StoredEntry, StoredMarker, StoredRecord, TopicPartition
 
@@ -76,6 +84,8 @@ class LoadedGroup:
     #: producer id -> partition -> offset of a transaction still open at the
     #: end of the partition.
     pending_transactional: Mapping[int, Mapping[TopicPartition, LoadedOffset]]
+    #: The KIP-848 records of the group, in log order (value None: a tombstone).
+    consumer_records: tuple[tuple[rec.ConsumerGroupKey | rec.ConsumerGroupMemberKey, bytes | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,7 @@ def read_partition(partition: int, entries: Iterable[StoredEntry], first_positio
     # producer id -> (group, partition) -> offset pending in the producer's open transaction
     pending: dict[int, dict[tuple[str, TopicPartition], LoadedOffset]] = {}
     metadata: dict[str, rec.GroupMetadataValue] = {}
+    consumer: dict[str, list[tuple[rec.ConsumerGroupKey | rec.ConsumerGroupMemberKey, bytes | None]]] = {}
     end_position = first_position
     for position, entry in enumerate(entries, first_position):
         end_position = position + 1
@@ -113,7 +124,14 @@ def read_partition(partition: int, entries: Iterable[StoredEntry], first_positio
             key_bytes, value_bytes = entry
             txn_producer = None
         key = _decode_key(partition, key_bytes)
-        if key is None:
+        if key is None or isinstance(key, rec.IgnoredKey):
+            continue
+        if isinstance(key, (rec.ConsumerGroupKey, rec.ConsumerGroupMemberKey)):
+            if isinstance(key, rec.ConsumerGroupKey) and key.record_type == rec.CONSUMER_GROUP_METADATA \
+                    and value_bytes is None:
+                consumer.pop(key.group, None)  # the group was deleted
+            else:
+                consumer.setdefault(key.group, []).append((key, value_bytes))
             continue
         if isinstance(key, rec.OffsetCommitKey):
             tp = (key.topic, key.partition)
@@ -141,9 +159,13 @@ def read_partition(partition: int, entries: Iterable[StoredEntry], first_positio
         for (group_id, tp), candidate in producer_offsets.items():
             open_txns.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = candidate
     groups = [
-        LoadedGroup(group_id, value, committed.pop(group_id, {}), open_txns.pop(group_id, {}))
+        LoadedGroup(group_id, value, committed.pop(group_id, {}), open_txns.pop(group_id, {}),
+                    tuple(consumer.pop(group_id, ())))
         for group_id, value in metadata.items()
     ]
+    for group_id, records in consumer.items():
+        groups.append(LoadedGroup(group_id, None, committed.pop(group_id, {}), open_txns.pop(group_id, {}),
+                                  tuple(records)))
     # Groups that only store offsets (or whose metadata was deleted).
     for group_id in list(committed) + [g for g in open_txns if g not in committed]:
         offsets, txns = committed.get(group_id, {}), open_txns.get(group_id, {})
@@ -166,8 +188,29 @@ def build_group(partition: int, loaded: LoadedGroup, now_ms: int) -> GroupMetada
             log.error("%s-%d: unusable metadata for group %s (%s); loading it empty",
                       OFFSETS_TOPIC, partition, loaded.group_id, exc)
             group = GroupMetadata(loaded.group_id, now_ms)
+    if loaded.consumer_records:
+        consumer = _consumer_group(partition, loaded)
+        if consumer is not None:
+            if group.members:
+                log.error("%s-%d: group %s has both classic members and KIP-848 records; loading it as a consumer "
+                          "group", OFFSETS_TOPIC, partition, loaded.group_id)
+                group = GroupMetadata(loaded.group_id, now_ms)
+            group.become_consumer_group(consumer, now_ms)
     group.initialize_offsets(loaded.committed, loaded.pending_transactional)
     return group
+
+
+def _consumer_group(partition: int, loaded: LoadedGroup) -> ConsumerGroup | None:
+    consumer = ConsumerGroup(loaded.group_id)
+    for key, value in loaded.consumer_records:
+        try:
+            consumer.replay(key, value)
+        except rec.RecordDecodeError as exc:
+            log.error("%s-%d: skipping a record of consumer group %s: %s", OFFSETS_TOPIC, partition,
+                      loaded.group_id, exc)
+    if consumer.group_epoch == 0 and not consumer.members:
+        return None  # only leftovers: no group
+    return consumer
 
 
 def _group_from_record(group_id: str, value: rec.GroupMetadataValue, now_ms: int) -> GroupMetadata:
@@ -198,7 +241,10 @@ def _group_from_record(group_id: str, value: rec.GroupMetadataValue, now_ms: int
     return group
 
 
-def _decode_key(partition: int, key_bytes: bytes) -> rec.OffsetCommitKey | rec.GroupMetadataKey | None:
+KnownKey = rec.OffsetCommitKey | rec.GroupMetadataKey | rec.ConsumerGroupKey | rec.ConsumerGroupMemberKey | rec.IgnoredKey
+
+
+def _decode_key(partition: int, key_bytes: bytes) -> KnownKey | None:
     """The record's key, or None (logged) if the record is to be skipped."""
     try:
         key = rec.decode_key(key_bytes)

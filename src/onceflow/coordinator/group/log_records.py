@@ -12,8 +12,23 @@ them at start-up (last value per key wins, a ``None`` value is a tombstone):
   assignment) -- written when a generation's assignment is persisted and
   when a group becomes empty.
 
+Groups of the KIP-848 consumer protocol (``consumer_group.py``) persist five
+more kinds, Kafka 4's *coordinator records*: the group epoch
+(``ConsumerGroupMetadata``, key type 3), each member's subscription
+(``ConsumerGroupMemberMetadata``, 5), the target assignment's epoch
+(``ConsumerGroupTargetAssignmentMetadata``, 6) and each member's share of
+it (``ConsumerGroupTargetAssignmentMember``, 7), and each member's current
+assignment with its epochs (``ConsumerGroupCurrentMemberAssignment``, 8).
+Their keys are non-flexible, their values flexible version 0, as in Kafka
+4.3.1's schemas (``ConsumerGroup*Key.json`` / ``*Value.json``), tagged
+fields included (the metadata hash, the assignment timestamp, the
+per-partition assignment epochs).  Keys of type 4 (the subscription
+metadata of Kafka 4.0) and 16 (resolved regular expressions) are recognised
+and ignored: this coordinator keeps neither.
+
 Both keys and values start with an int16 *version*; the key version tells
-the two record kinds apart (0-1: offset commit, 2: group metadata).  The
+the record kinds apart (0-1: offset commit, 2: group metadata, 3-8 and 16:
+the consumer protocol's).  The
 layout is Kafka's generated-message layout (``OffsetCommitKey.json``,
 ``OffsetCommitValue.json``, ``GroupMetadataKey.json``,
 ``GroupMetadataValue.json``), big-endian: strings are an int16 length and
@@ -31,13 +46,20 @@ Malformed bytes raise ``RecordDecodeError``.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..serde import Reader, RecordDecodeError, UnknownKey, Writer
 
 __all__ = [
+    "ConsumerGroupKey",
+    "ConsumerGroupMemberKey",
+    "ConsumerMemberValue",
+    "CurrentAssignmentValue",
     "GroupMetadataKey",
     "GroupMetadataValue",
+    "IgnoredKey",
     "MemberMetadataValue",
     "OffsetCommitKey",
     "OffsetCommitValue",
@@ -56,6 +78,23 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+
+# Kafka 4's coordinator record types (CoordinatorRecordType): the key's version.
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+_GROUP_KEYS = (CONSUMER_GROUP_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
+_MEMBER_KEYS = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+
+#: topic id -> partition -> the epoch it was assigned at (Kafka 4.3's assignment epochs).
+EpochAssignment = Mapping[uuid.UUID, Mapping[int, int]]
+#: topic id -> partitions.
+Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 # ---------------------------------------------------------------- dataclasses
 
@@ -102,6 +141,56 @@ class GroupMetadataValue:
     leader: str | None
     current_state_timestamp_ms: int = -1
     members: tuple[MemberMetadataValue, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """A key naming a KIP-848 group: record type 3 (the group epoch) or 6 (the target assignment's epoch)."""
+
+    record_type: int
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberKey:
+    """A key naming a member: type 5 (subscription), 7 (target assignment) or 8 (current assignment)."""
+
+    record_type: int
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredKey:
+    """A coordinator record this broker reads past (types 4 and 16)."""
+
+    record_type: int
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberValue:
+    """ConsumerGroupMemberMetadataValue v0."""
+
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    """ConsumerGroupCurrentMemberAssignmentValue v0."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: EpochAssignment
+    pending_revocation: EpochAssignment
 
 
 # ------------------------------------------------------------------- writing
@@ -156,17 +245,203 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     return w.getvalue()
 
 
+def encode_consumer_group_key(record_type: int, group: str, member_id: str | None = None) -> bytes:
+    """The key of a consumer-protocol record: ``member_id`` for types 5, 7 and 8."""
+    w = Writer()
+    w.int16(record_type)
+    w.string(group)
+    if record_type in _MEMBER_KEYS:
+        if member_id is None:
+            raise ValueError(f"record type {record_type} needs a member id")
+        w.string(member_id)
+    return w.getvalue()
+
+
+def _flexible_value() -> Writer:
+    w = Writer()
+    w.int16(0)
+    w.flexible = True
+    return w
+
+
+def _int64(v: int) -> bytes:
+    w = Writer()
+    w.int64(v)
+    return w.getvalue()
+
+
+def encode_consumer_group_epoch(epoch: int, metadata_hash: int) -> bytes:
+    """ConsumerGroupMetadataValue: the group epoch; tag 0 the hash of the subscribed topics' metadata."""
+    w = _flexible_value()
+    w.int32(epoch)
+    w.tagged_fields([(0, _int64(metadata_hash))] if metadata_hash else [])
+    return w.getvalue()
+
+
+def encode_consumer_member(value: ConsumerMemberValue) -> bytes:
+    w = _flexible_value()
+    w.string(value.instance_id, nullable=True)
+    w.string(value.rack_id, nullable=True)
+    w.string(value.client_id)
+    w.string(value.client_host)
+    w.array_length(len(value.subscribed_topic_names))
+    for name in value.subscribed_topic_names:
+        w.string(name)
+    w.string(value.subscribed_topic_regex, nullable=True)
+    w.int32(value.rebalance_timeout_ms)
+    w.string(value.server_assignor, nullable=True)
+    w.tagged_fields([])
+    return w.getvalue()
+
+
+def encode_target_assignment_epoch(epoch: int, timestamp_ms: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue: tag 0 the time the assignment was computed."""
+    w = _flexible_value()
+    w.int32(epoch)
+    w.tagged_fields([(0, _int64(timestamp_ms))] if timestamp_ms else [])
+    return w.getvalue()
+
+
+def encode_target_assignment_member(assignment: Assignment) -> bytes:
+    w = _flexible_value()
+    w.array_length(len(assignment))
+    for topic_id, partitions in sorted(assignment.items()):
+        w.uuid(topic_id)
+        w.array_length(len(partitions))
+        for p in sorted(partitions):
+            w.int32(p)
+        w.tagged_fields([])
+    w.tagged_fields([])
+    return w.getvalue()
+
+
+def _write_epoch_assignment(w: Writer, assignment: EpochAssignment) -> None:
+    w.array_length(len(assignment))
+    for topic_id, epochs in sorted(assignment.items()):
+        w.uuid(topic_id)
+        partitions = sorted(epochs)
+        w.array_length(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        tag = Writer(flexible=True)
+        tag.array_length(len(partitions))
+        for p in partitions:
+            tag.int32(epochs[p])
+        w.tagged_fields([(0, tag.getvalue())])
+
+def encode_current_assignment(value: CurrentAssignmentValue) -> bytes:
+    w = _flexible_value()
+    w.int32(value.member_epoch)
+    w.int32(value.previous_member_epoch)
+    w.int8(value.state)
+    _write_epoch_assignment(w, value.assigned)
+    _write_epoch_assignment(w, value.pending_revocation)
+    w.tagged_fields([])
+    return w.getvalue()
+
+
 # ------------------------------------------------------------------- reading
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+AnyKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ConsumerGroupMemberKey | IgnoredKey | UnknownKey
+
+
+def decode_key(data: bytes) -> AnyKey:
     r = Reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.required_string(), r.required_string(), r.int32())
     if version == 2:
         return GroupMetadataKey(r.required_string())
+    if version in _GROUP_KEYS:
+        return ConsumerGroupKey(version, r.required_string())
+    if version in _MEMBER_KEYS:
+        return ConsumerGroupMemberKey(version, r.required_string(), r.required_string())
+    if version in (CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_REGULAR_EXPRESSION):
+        return IgnoredKey(version, r.required_string())
     return UnknownKey(version)
+
+
+def _flexible_reader(data: bytes, what: str) -> Reader:
+    r = Reader(data)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown {what} value version {version}")
+    r.flexible = True
+    return r
+
+
+def _tagged_int64(tags: dict[int, bytes], tag: int) -> int:
+    return Reader(tags[tag]).int64() if tag in tags else 0
+
+
+def decode_consumer_group_epoch(data: bytes) -> tuple[int, int]:
+    """(group epoch, metadata hash) of a ConsumerGroupMetadataValue."""
+    r = _flexible_reader(data, "consumer group metadata")
+    epoch = r.int32()
+    return epoch, _tagged_int64(r.tagged_fields(), 0)
+
+
+def decode_target_assignment_epoch(data: bytes) -> tuple[int, int]:
+    """(assignment epoch, assignment timestamp) of a ConsumerGroupTargetAssignmentMetadataValue."""
+    r = _flexible_reader(data, "target assignment metadata")
+    epoch = r.int32()
+    return epoch, _tagged_int64(r.tagged_fields(), 0)
+
+
+def decode_consumer_member(data: bytes) -> ConsumerMemberValue:
+    r = _flexible_reader(data, "consumer group member metadata")
+    instance_id = r.string(nullable=True)
+    rack_id = r.string(nullable=True)
+    client_id = r.required_string()
+    client_host = r.required_string()
+    names = tuple(r.required_string() for _ in range(r.required_array_length()))
+    regex = r.string(nullable=True)
+    rebalance_timeout_ms = r.int32()
+    assignor = r.string(nullable=True)
+    r.skip_tagged_fields()  # tag 0: the classic member metadata of an online migration
+    return ConsumerMemberValue(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor)
+
+
+def decode_target_assignment_member(data: bytes) -> dict[uuid.UUID, frozenset[int]]:
+    r = _flexible_reader(data, "target assignment member")
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(r.required_array_length()):
+        topic_id = r.uuid()
+        out[topic_id] = frozenset(r.int32() for _ in range(r.required_array_length()))
+        r.skip_tagged_fields()
+    r.skip_tagged_fields()
+    return out
+
+
+def _read_epoch_assignment(r: Reader, default_epoch: int) -> dict[uuid.UUID, dict[int, int]]:
+    out: dict[uuid.UUID, dict[int, int]] = {}
+    for _ in range(r.required_array_length()):
+        topic_id = r.uuid()
+        partitions = [r.int32() for _ in range(r.required_array_length())]
+        tags = r.tagged_fields()
+        epochs: list[int] | None = None
+        if 0 in tags:
+            t = Reader(tags[0], flexible=True)
+            n = t.array_length(nullable=True)
+            epochs = None if n is None else [t.int32() for _ in range(n)]
+        if epochs is not None and len(epochs) != len(partitions):
+            raise RecordDecodeError(f"{len(epochs)} assignment epochs for {len(partitions)} partitions")
+        # Records written before Kafka 4.3 carry no epochs: the member epoch stands in.
+        out[topic_id] = dict(zip(partitions, epochs if epochs is not None else [default_epoch] * len(partitions),
+                                 strict=True))
+    return out
+
+
+def decode_current_assignment(data: bytes) -> CurrentAssignmentValue:
+    r = _flexible_reader(data, "current member assignment")
+    member_epoch = r.int32()
+    previous = r.int32()
+    state = r.int8()
+    assigned = _read_epoch_assignment(r, member_epoch)
+    pending = _read_epoch_assignment(r, member_epoch)
+    r.skip_tagged_fields()
+    return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)
 
 
 def decode_offset_commit_value(data: bytes | None) -> OffsetCommitValue | None:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from ...config import GROUP_INITIAL_REBALANCE_DELAY_MS, GROUP_MAX_SESSION_TIMEOUT_MS, GROUP_MAX_SIZE, GROUP_MIN_SESSION_TIMEOUT_MS
 from ...protocol.errors import ErrorCode
 from . import log_records as rec
+from .consumer_membership import group_tombstones
 from .context import GroupContext, HeartbeatDeadline, JoinDeadline, PendingMemberDeadline, SyncDeadline
 from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .types import JoinResult, LeaveMember, LeaveResult, SyncResult
@@ -193,6 +194,13 @@ class MembershipManager:
                 return
             group = GroupMetadata(req.group_id, self._ctx.now())
             self._groups[req.group_id] = group
+        elif group.consumer is not None:
+            if group.consumer.members:
+                # A KIP-848 group with members: Kafka lets classic members join it online
+                # (group.consumer.migration.policy); this broker does not.
+                self._reply(req.callback, JoinResult(ErrorCode.inconsistent_group_protocol, member_id=req.member_id))
+                return
+            self._convert_to_classic(group)
 
         if not self._accept_joining_member(group, req.member_id):
             self._remove_member_silently(group, req.member_id)
@@ -203,6 +211,20 @@ class MembershipManager:
             self._current_member_join(group, req)
         if group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
+
+    def _convert_to_classic(self, group: GroupMetadata) -> None:
+        """An empty KIP-848 group turns classic (Kafka converts it the same way): its
+        records get tombstones, its offsets stay."""
+        assert group.consumer is not None
+        records = group_tombstones(group.group_id, group.consumer)
+        log.info("converting the empty consumer group %s to a classic group", group.group_id)
+        group.become_classic_group(self._ctx.now())
+
+        def done(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning("failed to write the tombstones of consumer group %s: %s", group.group_id, error.name)
+
+        self._ctx.append(self._ctx.partition_for(group.group_id), records, done)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         """Kafka's acceptJoiningMember (group.max.size)."""

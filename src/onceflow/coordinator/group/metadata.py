@@ -36,6 +36,7 @@ ones OffsetFetch returns; any pending entry for a partition makes a
 
 from __future__ import annotations
 
+import re
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,6 +45,7 @@ from enum import Enum
 
 from ...protocol.errors import ErrorCode
 from ..transitions import IllegalTransition, check_transition
+from .consumer_group import ConsumerGroup
 from .types import (
     GroupDescription,
     GroupListing,
@@ -355,6 +357,10 @@ class GroupMetadata:
         #: For consumer groups, the topics the members subscribe to (None: unknown).
         self.subscribed_topics: frozenset[str] | None = None
         self.offsets = GroupOffsets()
+        #: Set for a group of the KIP-848 consumer protocol (Kafka's group
+        #: type "consumer"): its membership lives there, and the classic
+        #: fields above stay empty (state Empty, generation 0).
+        self.consumer: ConsumerGroup | None = None
         self._protocol_counts: Counter[str] = Counter()
         self._num_awaiting_join = 0
 
@@ -366,6 +372,33 @@ class GroupMetadata:
 
     def is_in(self, *states: GroupState) -> bool:
         return self._state in states
+
+    @property
+    def group_type(self) -> str:
+        """Kafka's group type (ListGroups v5, KIP-848): "consumer" or "classic"."""
+        return "classic" if self.consumer is None else "consumer"
+
+    def is_empty(self) -> bool:
+        """No member of either protocol (Kafka's Group.isEmpty)."""
+        return self._state is GroupState.EMPTY and (self.consumer is None or not self.consumer.members)
+
+    def become_consumer_group(self, consumer: ConsumerGroup, now_ms: int) -> None:
+        """An empty group (new, or classic) turns into a KIP-848 consumer group; its offsets stay."""
+        if self.members or self._state is not GroupState.EMPTY:
+            raise RuntimeError(f"group {self.group_id} has classic members: it cannot become a consumer group")
+        self.consumer = consumer
+        self.protocol_type = CONSUMER_PROTOCOL_TYPE
+        self.protocol_name = None
+        self.generation_id = 0
+        self.leader_id = None
+        self.subscribed_topics = None
+        self.current_state_timestamp_ms = now_ms
+
+    def become_classic_group(self, now_ms: int) -> None:
+        """An empty consumer group turns back into a classic one (a classic JoinGroup arrived)."""
+        self.consumer = None
+        self.protocol_type = None
+        self.current_state_timestamp_ms = now_ms
 
     def can_rebalance(self) -> bool:
         return self._state in VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
@@ -590,6 +623,8 @@ class GroupMetadata:
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         """When unknown (not parsed yet, or unparseable) say yes, to be safe."""
+        if self.consumer is not None:
+            return _consumer_subscribes(self.consumer, topic)
         return True if self.subscribed_topics is None else topic in self.subscribed_topics
 
     def current_member_metadata(self) -> list[JoinMember]:
@@ -629,6 +664,8 @@ class GroupMetadata:
         )
 
     def overview(self) -> GroupListing:
+        if self.consumer is not None:
+            return GroupListing(self.group_id, CONSUMER_PROTOCOL_TYPE, self.consumer.state.value, "consumer")
         return GroupListing(self.group_id, self.protocol_type or "", self._state.kafka_name)
 
     # ------------------------------------------------------------ offsets
@@ -797,6 +834,22 @@ class GroupMetadata:
         offset under them may expire, the pending ones stay until their
         transaction ends (and keep an Empty group alive).
         """
+        if self.consumer is not None:
+            # Kafka's ConsumerGroup: by commit time, and never a topic a member subscribes to.
+            consumer = self.consumer
+
+            def base(o: OffsetAndMetadata) -> int:
+                return o.commit_timestamp_ms
+
+            expired = {
+                tp: o
+                for tp, o in self.offsets.committed.items()
+                if not _consumer_subscribes(consumer, tp[0]) and tp not in self.offsets.pending
+                and now_ms - base(o) >= retention_ms
+            }
+            for tp in expired:
+                self.offsets.drop_committed(tp)
+            return expired
         if self.protocol_type is not None and self._state is GroupState.EMPTY:
             state_ts = self.current_state_timestamp_ms
 
@@ -837,6 +890,19 @@ class GroupMetadata:
             f"generation={self.generation_id}, protocol_type={self.protocol_type!r}, "
             f"members={list(self.members)})"
         )
+
+
+def _consumer_subscribes(consumer: ConsumerGroup, topic: str) -> bool:
+    for m in consumer.members.values():
+        if topic in m.subscribed_topic_names:
+            return True
+        if m.subscribed_topic_regex:
+            try:
+                if re.fullmatch(m.subscribed_topic_regex, topic):
+                    return True
+            except re.error:
+                continue
+    return False
 
 
 def _remove_identical(entries: list[PendingTxnOffset], entry: PendingTxnOffset) -> bool:

@@ -76,6 +76,7 @@ metadata record gets a tombstone too.  The ``OffsetExpiry`` timer runs every
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -84,6 +85,8 @@ from ...protocol.errors import ErrorCode
 from .. import OFFSETS_TOPIC
 from . import loader
 from . import log_records as rec
+from .consumer_group import validate_offset_commit
+from .consumer_membership import ConsumerMembershipManager, group_tombstones
 from .context import GroupContext, OffsetExpiry, Record
 from .membership import MembershipManager, validate_member_generation
 from .metadata import GroupMetadata, GroupState, PendingTxnOffset
@@ -107,6 +110,8 @@ class OffsetCommitRequest:
     group_instance_id: str | None
     offsets: dict[TopicPartition, OffsetAndMetadata]
     callback: PartitionCallback
+    #: OffsetCommit's version: v9+ for KIP-848 members; an unknown group answers GROUP_ID_NOT_FOUND from v9.
+    api_version: int = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +152,12 @@ def _map_offset_commit_error(error: ErrorCode) -> ErrorCode:
 
 
 class OffsetManager:
-    def __init__(self, ctx: GroupContext, membership: MembershipManager) -> None:
+    def __init__(self, ctx: GroupContext, membership: MembershipManager, consumers: ConsumerMembershipManager) -> None:
         self._ctx = ctx
         self._groups = ctx.groups
         self._reply = ctx.reply
         self._membership = membership
+        self._consumers = consumers
         #: The next acknowledgement sequence number of an offset commit record
         #: (or load position): stands in for log offsets, see metadata.GroupOffsets.
         self._next_seq = 1
@@ -192,14 +198,24 @@ class OffsetManager:
         group = self._groups.get(group_id)
         if group is None:
             if req.generation_id >= 0:
-                # A member of a group this coordinator does not know (or
-                # an older generation): reject.
-                self._reply(callback, dict.fromkeys(offsets, ErrorCode.illegal_generation))
+                # A member of a group this coordinator does not know: reject.
+                # From v9 (KIP-848) Kafka says GROUP_ID_NOT_FOUND, before ILLEGAL_GENERATION.
+                error = ErrorCode.group_id_not_found if req.api_version >= 9 else ErrorCode.illegal_generation
+                self._reply(callback, dict.fromkeys(offsets, error))
                 return
             # Not using group management: the group exists for its offsets only.
             log.info("creating simple consumer group %s via manual offset commit", group_id)
             group = GroupMetadata(group_id, self._ctx.now())
             self._groups[group_id] = group
+        if group.consumer is not None:
+            error = validate_offset_commit(group.consumer, req.member_id, req.group_instance_id, req.generation_id,
+                                           self._topic_ids(offsets), transactional=False, api_version=req.api_version)
+            if error is not None:
+                self._reply(callback, dict.fromkeys(offsets, error))
+            else:
+                # KIP-848: commits do not keep a member's session; only heartbeats do.
+                self._store_offsets(group, offsets, callback)
+            return
         error = self._validate_offset_commit(group, req.generation_id, req.member_id, req.group_instance_id)
         if error is not None:
             self._reply(callback, dict.fromkeys(offsets, error))
@@ -237,6 +253,10 @@ class OffsetManager:
         # Generation -1 and no member id, but the group has members: only
         # members may commit.
         return ErrorCode.unknown_member_id
+
+    def _topic_ids(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> list[tuple[uuid.UUID | None, int]]:
+        topics = self._ctx.topics()
+        return [(topics[t].topic_id if t in topics else None, p) for t, p in offsets]
 
     def _metadata_fits(self, metadata: str | None) -> bool:
         return metadata is None or _java_string_length(metadata) <= self._ctx.config[OFFSET_METADATA_MAX_BYTES]
@@ -373,8 +393,12 @@ class OffsetManager:
             log.info("creating group %s via transactional offset commit of producer %d", group_id, producer_id)
             group = GroupMetadata(group_id, self._ctx.now())
             self._groups[group_id] = group
-        error = self._validate_offset_commit(group, req.generation_id, req.member_id, req.group_instance_id,
-                                             transactional=True)
+        if group.consumer is not None:
+            error = validate_offset_commit(group.consumer, req.member_id, req.group_instance_id, req.generation_id,
+                                           self._topic_ids(req.offsets), transactional=True, api_version=-1)
+        else:
+            error = self._validate_offset_commit(group, req.generation_id, req.member_id, req.group_instance_id,
+                                                 transactional=True)
         if error is not None:
             self._reply(req.callback, dict.fromkeys(req.offsets, error))
             return
@@ -443,7 +467,7 @@ class OffsetManager:
             self._reply2(callback, ErrorCode.group_id_not_found, {})
             return
         partition_errors: dict[TopicPartition, ErrorCode] = {}
-        if group.state is GroupState.EMPTY:
+        if group.is_empty():
             eligible = list(dict.fromkeys(partitions))
         elif group.is_consumer_group:
             eligible = []
@@ -494,9 +518,8 @@ class OffsetManager:
             group = self._groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
                 errors[group_id] = ErrorCode.group_id_not_found
-            elif group.state is GroupState.EMPTY:
-                group.transition_to(GroupState.DEAD, self._ctx.now())
-                records = self._cleanup_group(group, group.remove_all_offsets())
+            elif group.is_empty():
+                records = self._cleanup_group(group, group.remove_all_offsets(), dead=True)
                 partition = self._ctx.partition_for(group_id)
                 tombstones.setdefault(partition, []).extend(records)
                 deleted_by_partition.setdefault(partition, []).append(group_id)
@@ -566,22 +589,27 @@ class OffsetManager:
                 tombstones.setdefault(self._ctx.partition_for(group.group_id), []).extend(records)
         self._append_tombstones(tombstones, f"offsets of deleted topic {topic}")
 
-    def _cleanup_group(self, group: GroupMetadata, removed: dict[TopicPartition, OffsetAndMetadata]) -> list[Record]:
+    def _cleanup_group(self, group: GroupMetadata, removed: dict[TopicPartition, OffsetAndMetadata], *,
+                       dead: bool = False) -> list[Record]:
         """Kafka's cleanupGroupMetadata for one group: tombstones for the
-        removed offsets; an Empty group left with no offsets dies, and its
-        metadata gets a tombstone too (when any was ever written)."""
+        removed offsets; an empty group left with no offsets dies (``dead``:
+        it is being deleted anyway), and its records get tombstones too: the
+        classic metadata (when any was ever written) or every record of a
+        KIP-848 group."""
         group_id = group.group_id
         out: list[Record] = [
             (rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition)), None)
             for topic, partition in removed
         ]
-        if group.state is GroupState.EMPTY and not group.has_offsets():
+        if group.is_empty() and (dead or not group.has_offsets()):
             log.info("group %s transitioned to Dead in generation %d", group_id, group.generation_id)
             group.transition_to(GroupState.DEAD, self._ctx.now())
         if group.state is GroupState.DEAD and self._groups.get(group_id) is group:
             self._drop_group(group)
-            # Generation 0 groups only ever stored offsets: no metadata record.
-            if group.generation_id > 0:
+            if group.consumer is not None:
+                out.extend(group_tombstones(group_id, group.consumer))
+            elif group.generation_id > 0:
+                # Generation 0 groups only ever stored offsets: no metadata record.
                 out.append((rec.encode_group_metadata_key(rec.GroupMetadataKey(group_id)), None))
         return out
 
@@ -590,6 +618,7 @@ class OffsetManager:
         for producer_id in group.active_producers:
             self._forget_txn_group(producer_id, group.group_id)
         self._membership.forget_group(group)
+        self._consumers.forget(group)
 
     def _append_tombstones(self, tombstones: dict[int, list[Record]], what: str) -> None:
         """Fire-and-forget: a lost tombstone is written again by the next cleanup."""

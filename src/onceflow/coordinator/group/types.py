@@ -17,6 +17,7 @@ order, so that it can replay those decisions.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -157,10 +158,20 @@ class GroupDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicImage:
+    """What the group coordinator needs to know of a topic (KIP-848 assignments name topics by id)."""
+
+    topic_id: uuid.UUID
+    num_partitions: int
+
+
+@dataclass(frozen=True, slots=True)
 class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    #: Kafka's group type (ListGroups v5, KIP-848).
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +190,35 @@ class FetchedOffset:
     leader_epoch: int = NO_LEADER_EPOCH
     metadata: str | None = ""
     error: ErrorCode = ErrorCode.none
+
+
+#: (topic id, topic name, partitions) as ConsumerGroupDescribe lists an assignment.
+DescribedPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberDescription:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: DescribedPartitions
+    target_assignment: DescribedPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """One group of ConsumerGroupDescribe (KIP-848)."""
+
+    group_id: str
+    error: ErrorCode
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ConsumerMemberDescription, ...] = ()

@@ -1,0 +1,403 @@
+"""KIP-848 consumer groups in the group coordinator, driven with a FakeClock and a FakeStore.
+
+ConsumerGroupHeartbeat: joining, epochs, the revoke-before-assign dance,
+fencing (session and rebalance timeouts, stale epochs), static members,
+bad requests; offset commits with member epochs; the records written,
+restored by a second coordinator; conversions between the two protocols.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from onceflow.clock import FakeClock
+from onceflow.config import BrokerConfig
+from onceflow.coordinator.group import log_records as rec
+from onceflow.coordinator.group.consumer_group import ConsumerGroupState, MemberState
+from onceflow.coordinator.group.consumer_membership import HeartbeatResult
+from onceflow.coordinator.group.coordinator import GroupCoordinator
+from onceflow.coordinator.group.types import OffsetAndMetadata, TopicImage
+from onceflow.protocol.errors import ErrorCode
+from tests.unit.test_group_coordinator import RANGE, Box, FakeStore
+
+E = ErrorCode
+T = uuid.UUID(int=1)
+U = uuid.UUID(int=2)
+SESSION = 45_000
+
+
+class Harness:
+    def __init__(self, *, store: FakeStore | None = None, topics: dict[str, TopicImage] | None = None,
+                 **overrides: object) -> None:
+        config = {"group.initial.rebalance.delay.ms": 0}
+        config.update({k.replace("_", "."): v for k, v in overrides.items()})
+        self.clock = FakeClock()
+        self.store = FakeStore() if store is None else store
+        self.topics = {"t": TopicImage(T, 4)} if topics is None else topics
+        self.coord = GroupCoordinator(BrokerConfig(config), self.clock, self.store, topics=lambda: self.topics)
+        self.coord.tick()
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.coord.tick()
+        self.store.complete_all()
+
+    def hb(self, member_id: str, epoch: int, *, group: str = "g", topics: tuple[str, ...] | None = ("t",),
+           owned: dict[uuid.UUID, list[int]] | None = None, instance: str | None = None, regex: str | None = None,
+           rebalance: int = 30_000, assignor: str | None = None, version: int = 1, rack: str | None = None,
+           complete: bool = True) -> Box:
+        box = Box()
+        owned_tp = None if owned is None else tuple((t, tuple(ps)) for t, ps in owned.items())
+        if epoch == 0 and owned is None:
+            owned_tp = ()
+        self.coord.consumer_group_heartbeat(group, member_id, epoch, instance, rack, rebalance if epoch == 0 else -1,
+                                            topics if epoch == 0 or topics != ("t",) else None, regex, assignor,
+                                            owned_tp, "client", "/127.0.0.1", version, box)
+        if complete:
+            self.store.complete_all()
+        return box
+
+    def commit(self, member_id: str, epoch: int, partitions: list[int], *, group: str = "g", version: int = 9) -> Box:
+        box = Box()
+        self.coord.commit_offsets(group, epoch, member_id, None, {("t", p): OffsetAndMetadata(7) for p in partitions},
+                                  box, api_version=version)
+        self.store.complete_all()
+        return box
+
+    def consumer(self, group: str = "g"):
+        g = self.coord.group(group)
+        assert g is not None and g.consumer is not None
+        return g.consumer
+
+
+def parts(result: HeartbeatResult, topic: uuid.UUID = T) -> set[int] | None:
+    if result.assignment is None:
+        return None
+    return {p for t, ps in result.assignment if t == topic for p in ps}
+
+
+def test_a_member_joins_is_assigned_everything_and_is_answered_only_once_written() -> None:
+    h = Harness()
+    box = h.hb("a", 0, complete=False)
+    assert box == []  # not answered before its records are durable
+    kinds = [k.record_type for k in h.store.pending_keys()]
+    assert kinds == [rec.CONSUMER_GROUP_MEMBER_METADATA, rec.CONSUMER_GROUP_METADATA,
+                     rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                     rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT]
+    assert h.coord.group("g") is None  # nothing applied yet
+    h.store.complete_all()
+    r = box.one
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (E.none, "a", 1, 5000)
+    assert parts(r) == {0, 1, 2, 3}
+    assert h.consumer().state is ConsumerGroupState.STABLE
+    # A steady heartbeat writes nothing and is answered at once, without the assignment.
+    steady = h.hb("a", 1, owned={T: [0, 1, 2, 3]}, complete=False)
+    assert h.store.pending == [] and steady.one.member_epoch == 1 and steady.one.assignment is None
+
+
+def test_a_partition_is_revoked_by_its_owner_before_it_is_given_to_another_member() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    b = h.hb("b", 0).one
+    # The target moved 2 partitions to b, but a still owns them: b waits at the new epoch.
+    assert (b.member_epoch, parts(b)) == (2, set())
+    assert h.consumer().members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    a = h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one
+    kept = parts(a)
+    assert a.member_epoch == 1 and kept is not None and len(kept) == 2  # revoke first, same epoch
+    assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    assert h.hb("b", 2).one.assignment is None  # still unreleased
+    # a says it gave them up: it moves to epoch 2, and b gets them.
+    a2 = h.hb("a", 1, owned={T: sorted(kept)}).one
+    assert a2.member_epoch == 2
+    b2 = h.hb("b", 2).one
+    assert parts(b2) == {0, 1, 2, 3} - kept
+    assert h.consumer().state is ConsumerGroupState.STABLE
+
+
+def test_epochs_ahead_or_behind_are_fenced_but_a_lost_bump_is_forgiven() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    assert h.hb("a", 5, owned={T: [0]}).one.error is E.fenced_member_epoch
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    a = h.consumer().members["a"]
+    h.hb("a", 1, owned={T: sorted(a.assigned[T])})  # revoked: epoch 2, previous 1
+    assert h.consumer().members["a"].member_epoch == 2
+    # The response with epoch 2 was lost: epoch 1 with a subset of its partitions is accepted.
+    again = h.hb("a", 1, owned={T: sorted(h.consumer().members["a"].assigned[T])}).one
+    assert (again.error, again.member_epoch) == (E.none, 2)
+    # The previous epoch with a partition it does not own: fenced.
+    assert h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one.error is E.fenced_member_epoch
+    assert h.hb("ghost", 3, owned={}).one.error is E.unknown_member_id
+    assert h.hb("x", 1, group="nope", owned={}).one.error is E.group_id_not_found
+
+
+def test_a_silent_member_is_fenced_after_its_session_and_its_partitions_move() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    h.hb("a", 1, owned={T: sorted(h.consumer().members["a"].assigned[T])})
+    for _ in range(10):  # b keeps heartbeating, a goes quiet
+        h.advance(SESSION // 10)
+        h.hb("b", h.consumer().members["b"].member_epoch,
+             owned={T: sorted(h.consumer().members["b"].assigned.get(T, {}))})
+    assert "a" not in h.consumer().members
+    b = h.consumer().members["b"]
+    assert set(b.assigned[T]) == {0, 1, 2, 3} and b.state is MemberState.STABLE
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    h = Harness()
+    h.hb("a", 0, rebalance=1000)
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})  # asked to revoke
+    assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    h.advance(999)
+    assert "a" in h.consumer().members
+    h.advance(1)
+    assert "a" not in h.consumer().members
+    assert h.consumer().group_epoch == 3
+
+
+def test_leaving_frees_the_partitions_at_once() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("b", 0)
+    left = h.hb("a", -1, topics=None).one
+    assert (left.error, left.member_epoch) == (E.none, -1)
+    b = h.hb("b", 2, owned={}).one
+    assert parts(b) == {0, 1, 2, 3}
+    assert h.hb("a", -1, topics=None).one.error is E.unknown_member_id
+
+
+def test_a_static_member_keeps_its_partitions_while_away_and_its_successor_takes_them() -> None:
+    h = Harness()
+    first = h.hb("a", 0, instance="i1").one
+    assert parts(first) == {0, 1, 2, 3}
+    # Another process with the same instance id while the first is present: refused.
+    assert h.hb("a2", 0, instance="i1").one.error is E.unreleased_instance_id
+    # The first leaves for now (-2): it keeps its partitions, nobody else gets them.
+    away = h.hb("a", -2, instance="i1", topics=None).one
+    assert (away.error, away.member_epoch) == (E.none, -2)
+    h.hb("b", 0)
+    assert parts(h.hb("b", h.consumer().members["b"].member_epoch, owned={}).one) in (None, set())
+    back = h.hb("a2", 0, instance="i1").one
+    assert back.error is E.none and "a" not in h.consumer().members
+    assert parts(back) and parts(back) <= {0, 1, 2, 3}
+    # The old process is fenced by its successor.
+    assert h.hb("a", 1, instance="i1", owned={}).one.error is E.fenced_instance_id
+    assert h.hb("zz", -2, instance="nope", topics=None).one.error is E.unknown_member_id
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"member_id": "", "epoch": 0, "version": 1}, E.invalid_request, "MemberId can't be empty."),
+    ({"member_id": "m", "epoch": 0, "group": ""}, E.invalid_request, "GroupId can't be empty."),
+    ({"member_id": "m", "epoch": 0, "instance": ""}, E.invalid_request, "InstanceId can't be empty."),
+    ({"member_id": "m", "epoch": 0, "rack": ""}, E.invalid_request, "RackId can't be empty."),
+    ({"member_id": "m", "epoch": 0, "rebalance": -1}, E.invalid_request,
+     "RebalanceTimeoutMs must be provided in first request."),
+    ({"member_id": "m", "epoch": 0, "owned": {T: [1]}}, E.invalid_request,
+     "TopicPartitions must be empty when (re-)joining."),
+    ({"member_id": "m", "epoch": 0, "topics": None}, E.invalid_request,
+     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
+    ({"member_id": "m", "epoch": -2, "topics": None}, E.invalid_request, "InstanceId can't be null."),
+    ({"member_id": "m", "epoch": -3, "owned": {}}, E.invalid_request, "MemberEpoch is invalid."),
+])
+def test_bad_heartbeats_get_kafkas_answers_and_write_nothing(kwargs: dict, error: ErrorCode, message: str) -> None:
+    h = Harness()
+    member_id, epoch = kwargs.pop("member_id"), kwargs.pop("epoch")
+    r = h.hb(member_id, epoch, **kwargs).one
+    assert (r.error, r.error_message) == (error, message)
+    assert h.store.log == []
+
+
+def test_unknown_assignors_and_bad_regexes_are_refused() -> None:
+    h = Harness()
+    assert h.hb("m", 0, assignor="sticky").one.error is E.unsupported_assignor
+    assert h.hb("m", 0, topics=None, regex="(").one.error is E.invalid_regular_expression
+    assert h.store.log == []
+
+
+def test_a_v0_member_without_an_id_is_named_by_the_coordinator() -> None:
+    r = Harness().hb("", 0, version=0).one
+    assert r.error is E.none and uuid.UUID(r.member_id)
+
+
+def test_a_regex_subscription_follows_the_topics_that_match() -> None:
+    h = Harness(topics={"t": TopicImage(T, 2), "other": TopicImage(U, 2)})
+    r = h.hb("a", 0, topics=None, regex="t.*").one
+    assert r.assignment == ((T, (0, 1)),)
+    h.topics["tt"] = TopicImage(uuid.UUID(int=3), 1)  # a new matching topic: the next heartbeat assigns it
+    again = h.hb("a", 1, topics=None, owned={T: [0, 1]}).one
+    assert again.member_epoch == 2 and parts(again, uuid.UUID(int=3)) == {0}
+
+
+def test_a_topic_that_grows_bumps_the_group_epoch() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    h.topics["t"] = TopicImage(T, 6)
+    r = h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one
+    assert (r.member_epoch, parts(r)) == (2, {0, 1, 2, 3, 4, 5})
+
+
+def test_a_failed_write_applies_nothing_and_the_heartbeat_is_told() -> None:
+    h = Harness()
+    box = h.hb("a", 0, complete=False)
+    h.store.complete_all(E.not_enough_replicas)
+    assert box.one.error is E.coordinator_not_available
+    assert h.coord.group("g") is None
+    assert h.hb("a", 0).one.member_epoch == 1  # a retry works from the start
+
+
+def test_changes_of_one_group_wait_for_the_write_before_them() -> None:
+    h = Harness()
+    first, second = h.hb("a", 0, complete=False), h.hb("b", 0, complete=False)
+    assert len(h.store.pending) == 1  # b's change is prepared only after a's is applied
+    h.store.complete_all()
+    assert first.one.member_epoch == 1 and second.one.member_epoch == 2
+
+
+def test_commits_are_checked_against_member_epochs() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    assert h.commit("a", 1, [0]).one == {("t", 0): E.none}
+    assert h.commit("a", 2, [0]).one == {("t", 0): E.stale_member_epoch}
+    assert h.commit("a", 1, [0], version=8).one == {("t", 0): E.unsupported_version}
+    assert h.commit("ghost", 1, [0]).one == {("t", 0): E.unknown_member_id}
+    assert h.commit("", -1, [0]).one == {("t", 0): E.unknown_member_id}  # members present: only they commit
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    kept = sorted(h.consumer().members["a"].assigned[T])
+    h.hb("a", 1, owned={T: kept})  # a is at epoch 2 now, its kept partitions assigned at epoch 1
+    assert h.commit("a", 1, kept).one == dict.fromkeys((("t", p) for p in kept), E.none)
+    gone = sorted({0, 1, 2, 3} - set(kept))
+    assert h.commit("a", 1, gone[:1]).one == {("t", gone[0]): E.stale_member_epoch}
+    # TxnOffsetCommit turns STALE_MEMBER_EPOCH into ILLEGAL_GENERATION.
+    box = Box()
+    h.coord.commit_transactional_offsets("g", 1000, 0, 9, "a", None, {("t", kept[0]): OffsetAndMetadata(3)}, box)
+    assert box.one == {("t", kept[0]): E.illegal_generation}
+    box = Box()
+    h.coord.commit_transactional_offsets("g", 1000, 0, 2, "a", None, {("t", kept[0]): OffsetAndMetadata(3)}, box)
+    h.store.complete_all()
+    assert box.one == {("t", kept[0]): E.none}
+
+
+def test_a_restarted_coordinator_restores_the_group_from_its_records() -> None:
+    h = Harness()
+    h.hb("a", 0, instance="i1", rack="r1")
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]}, instance="i1")
+    h.commit("b", 2, [])
+    before = h.consumer()
+    partition = h.coord.partition_for("g")
+    fresh = Harness(store=FakeStore())
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    after = fresh.consumer()
+    assert (after.group_epoch, after.assignment_epoch, after.target) == (before.group_epoch, before.assignment_epoch,
+                                                                         before.target)
+    assert after.members == before.members and after.static_members == {"i1": "a"}
+    assert after.partition_epoch(T, 0) == before.partition_epoch(T, 0)
+    # Sessions start again at load: a member that never comes back is fenced.
+    fresh.advance(SESSION)
+    assert fresh.consumer().members == {}
+
+
+def test_empty_groups_change_protocol_but_groups_with_members_do_not() -> None:
+    h = Harness()
+    # A group that only stores offsets becomes a consumer group; its offsets stay.
+    h.commit("", -1, [0])
+    h.hb("a", 0)
+    _, got = h.coord.fetch_offsets("g", [("t", 0)])
+    assert got[("t", 0)].offset == 7
+    # A classic JoinGroup to it while it has members: refused.
+    box = Box()
+    h.coord.join_group("g", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, box)
+    assert box.one.error is E.inconsistent_group_protocol
+    h.hb("a", -1, topics=None)
+    # Empty now: a classic JoinGroup turns it classic, with tombstones for its records.
+    box = Box()
+    h.coord.join_group("g", "", None, "consumer", RANGE, 10_000, 30_000, True, "c", "/h", None, box)
+    h.store.complete_all()
+    assert box.one.error is E.member_id_required and h.coord.group("g").consumer is None
+    tombstoned = {rec.decode_key(k) for p, k, v in h.store.log if v is None}
+    assert rec.ConsumerGroupKey(rec.CONSUMER_GROUP_METADATA, "g") in tombstoned
+    # A classic group with members refuses the consumer protocol.
+    joined = Box()
+    h.coord.join_group("c", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, joined)
+    h.advance(0)
+    assert h.hb("x", 0, group="c").one.error is E.group_id_not_found
+
+
+def test_delete_groups_and_listing() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    (listed,) = h.coord.list_groups(types={"consumer"})
+    assert (listed.group_type, listed.state, listed.protocol_type) == ("consumer", "Stable", "consumer")
+    assert h.coord.list_groups(types={"classic"}) == []
+    assert h.coord.describe_groups(["g"])[0].state == "Dead"  # not a classic group
+    (described,) = h.coord.consumer_group_describe(["g"])
+    assert (described.state, described.group_epoch, described.assignor_name) == ("Stable", 1, "uniform")
+    assert described.members[0].assignment == ((T, "t", (0, 1, 2, 3)),)
+    assert h.coord.consumer_group_describe(["nope"])[0].error is E.group_id_not_found
+    box = Box()
+    h.coord.delete_groups(["g"], box)
+    assert box.one == {"g": E.non_empty_group}
+    h.hb("a", -1, topics=None)
+    box = Box()
+    h.coord.delete_groups(["g"], box)
+    h.store.complete_all()
+    assert box.one == {"g": E.none} and h.coord.group("g") is None
+    fresh = Harness(store=FakeStore())
+    partition = h.coord.partition_for("g")
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    assert fresh.coord.group("g") is None
+
+
+def test_random_rebalances_never_give_one_partition_to_two_members() -> None:
+    """Members join, leave and heartbeat in random order, always reporting what they own;
+    at no point do two members own a partition, and once quiet everything is assigned."""
+    rng = random.Random(848)
+    h = Harness(topics={"t": TopicImage(T, 12), "u": TopicImage(U, 5)})
+    owned: dict[str, dict[uuid.UUID, list[int]]] = {}
+    epochs: dict[str, int] = {}
+    next_id = 0
+
+    def beat(mid: str) -> None:
+        r = h.hb(mid, epochs[mid], owned=owned[mid], topics=None).one
+        assert r.error is E.none, r
+        epochs[mid] = r.member_epoch
+        if r.assignment is not None:
+            owned[mid] = {t: list(ps) for t, ps in r.assignment}
+
+    for _ in range(400):
+        action = rng.random()
+        if action < 0.15 and len(owned) < 6:
+            mid = f"m{next_id}"
+            next_id += 1
+            r = h.hb(mid, 0, topics=("t", "u") if rng.random() < 0.7 else ("t",)).one
+            epochs[mid], owned[mid] = r.member_epoch, {t: list(ps) for t, ps in (r.assignment or ())}
+        elif action < 0.22 and owned:
+            mid = rng.choice(sorted(owned))
+            h.hb(mid, -1, topics=None)
+            del owned[mid], epochs[mid]
+        elif owned:
+            beat(rng.choice(sorted(owned)))
+        seen: set[tuple[uuid.UUID, int]] = set()
+        for ps in owned.values():
+            for t, plist in ps.items():
+                for p in plist:
+                    assert (t, p) not in seen, "two members own one partition"
+                    seen.add((t, p))
+    for _ in range(10):
+        for mid in sorted(owned):
+            beat(mid)
+    if owned:
+        assert h.consumer().state is ConsumerGroupState.STABLE
+        subscribed_u = any(U in m.assigned or "u" in m.subscribed_topic_names for m in h.consumer().members.values())
+        total = sum(len(ps) for o in owned.values() for ps in o.values())
+        assert total == 12 + (5 if subscribed_u else 0)
