@@ -186,6 +186,10 @@ GROUP_MAX_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.max.sessi
 GROUP_MAX_SIZE: Final[ConfigDef[int]] = ConfigDef("group.max.size", ConfigType.INT, 2147483647, "Most members a group may have.", _at_least(1))
 GROUP_CONSUMER_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.session.timeout.ms", ConfigType.INT, 45000, "KIP-848 consumer groups: a member that does not heartbeat for this long is removed.", _at_least(1))
 GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.heartbeat.interval.ms", ConfigType.INT, 5000, "KIP-848 consumer groups: how often members are told to heartbeat.", _at_least(1))
+GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.min.session.timeout.ms", ConfigType.INT, 45000, "KIP-848 consumer groups: the smallest group.consumer.session.timeout.ms allowed.", _at_least(1))
+GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.max.session.timeout.ms", ConfigType.INT, 60000, "KIP-848 consumer groups: the largest group.consumer.session.timeout.ms allowed.", _at_least(1))
+GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.min.heartbeat.interval.ms", ConfigType.INT, 5000, "KIP-848 consumer groups: the smallest group.consumer.heartbeat.interval.ms allowed.", _at_least(1))
+GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, 15000, "KIP-848 consumer groups: the largest group.consumer.heartbeat.interval.ms allowed.", _at_least(1))
 GROUP_CONSUMER_MAX_SIZE: Final[ConfigDef[int]] = ConfigDef("group.consumer.max.size", ConfigType.INT, 2147483647, "KIP-848 consumer groups: most members a group may have.", _at_least(1))
 GROUP_CONSUMER_ASSIGNORS: Final[ConfigDef[list[str]]] = ConfigDef("group.consumer.assignors", ConfigType.LIST, ["uniform", "range"], "KIP-848 consumer groups: the server-side assignors members may name, the first the default (uniform, range).", _assignor_names)
 TRANSACTION_STATE_LOG_NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("transaction.state.log.num.partitions", ConfigType.INT, 50, "Partitions of __transaction_state.", _at_least(1))
@@ -244,6 +248,10 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     GROUP_MAX_SIZE,
     GROUP_CONSUMER_SESSION_TIMEOUT_MS,
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+    GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+    GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
     GROUP_CONSUMER_MAX_SIZE,
     GROUP_CONSUMER_ASSIGNORS,
     TRANSACTION_STATE_LOG_NUM_PARTITIONS,
@@ -331,13 +339,33 @@ class BrokerConfig:
         return cls(settings)
 
     def update(self, settings: Mapping[str, Any]) -> None:
-        for key, raw in settings.items():
-            row = BROKER_CONFIGS.get(key)
-            if row is None:
-                log.info("ignoring configuration %s: Onceflow does not use it", key)
-                continue
-            self._values[key] = row.parse(raw)
-            self._explicit.add(key)
+        """Apply ``settings``; on a ConfigError nothing changes."""
+        before, explicit = dict(self._values), set(self._explicit)
+        try:
+            for key, raw in settings.items():
+                row = BROKER_CONFIGS.get(key)
+                if row is None:
+                    log.info("ignoring configuration %s: Onceflow does not use it", key)
+                    continue
+                self._values[key] = row.parse(raw)
+                self._explicit.add(key)
+            self._check_bounds()
+        except ConfigError:
+            self._values, self._explicit = before, explicit
+            raise
+
+    def _check_bounds(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks: each KIP-848 default within its bounds."""
+        for value, low, high in ((GROUP_CONSUMER_SESSION_TIMEOUT_MS, GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+                                  GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS),
+                                 (GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS, GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
+                                  GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS)):
+            if self[high] < self[low]:
+                raise ConfigError(f"{high.name} must be greater than or equal to {low.name}")
+            if self[value] < self[low]:
+                raise ConfigError(f"{value.name} must be greater than or equal to {low.name}")
+            if self[value] > self[high]:
+                raise ConfigError(f"{value.name} must be less than or equal to {high.name}")
 
     @overload
     def __getitem__(self, key: ConfigDef[T]) -> T: ...

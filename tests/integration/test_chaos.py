@@ -24,7 +24,7 @@ from tests.support.wire import WireClient, api_versions_ok
 
 #: The short campaign: about two minutes with ten kills, and one of every other fault.
 SHORT = ["--seconds", "100", "--kills", "10", "--pauses", "1", "--resets", "2", "--crash-rolls", "1",
-         "--crash-compactions", "1", "--disk-fulls", "1", "--disk-mib", "128", "--seed", "11"]
+         "--crash-compactions", "1", "--disk-fulls", "1", "--disk-mib", "128", "--seed", "11", "--ctp-group", "consumer"]
 
 
 def test_the_proxy_resets_every_connection_and_the_broker_serves_the_next(make_broker_process: Any) -> None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Settings both brokers run the reference suite with: Kafka's defaults, except that the first
-#: rebalance of a new group does not wait 3 s and timed-out transactions are looked for every
-#: second instead of every 10 s (both only make the suite quicker).
+#: rebalance of a new group does not wait 3 s, timed-out transactions are looked for every
+#: second instead of every 10 s, and KIP-848 members heartbeat every 500 ms instead of 5 s (a
+#: reconciliation takes a few heartbeats); all only make the suite quicker.
 SHARED_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "500",
 }
 
 

@@ -74,3 +74,15 @@ def test_advertised_listeners_name_the_one_plaintext_address() -> None:
                 "PLAINTEXT://a:1,PLAINTEXT://b:2"):
         with pytest.raises(ConfigError, match=r"advertised\.listeners"):
             BrokerConfig({"advertised.listeners": bad})
+
+
+def test_kip848_timeouts_are_held_within_their_bounds_as_kafka_holds_them() -> None:
+    config = BrokerConfig({"group.consumer.min.heartbeat.interval.ms": 500, "group.consumer.heartbeat.interval.ms": 500})
+    assert config["group.consumer.heartbeat.interval.ms"] == 500
+    with pytest.raises(ConfigError, match="group.consumer.heartbeat.interval.ms must be greater than or equal to "
+                                          "group.consumer.min.heartbeat.interval.ms"):
+        BrokerConfig({"group.consumer.heartbeat.interval.ms": 100})
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms must be less than or equal to "
+                                          "group.consumer.max.session.timeout.ms"):
+        config.update({"group.consumer.session.timeout.ms": 70_000})
+    assert config["group.consumer.session.timeout.ms"] == 45_000, "a refused update changes nothing"

@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the workload and the checker against this broker instead, without faults")
     parser.add_argument("--producers", type=int, default=3, help="transactional producers (default 3)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions per topic (default 3)")
+    parser.add_argument("--ctp-group", default="assign", choices=["assign", "classic", "consumer"],
+                        help="how the consume-transform-produce copiers get their partitions: assign (one copier, every "
+                             "partition; default), or two copiers subscribed as members of a classic or a KIP-848 "
+                             "consumer-protocol group")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -60,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
     options = Options(seconds=args.seconds, faults={k: v for k, v in faults.items() if v}, seed=args.seed,
                       workdir=args.workdir, bootstrap_servers=args.bootstrap_servers, broker=args.broker,
                       disk_mib=args.disk_mib,
-                      pause_s=args.pause_seconds, plan=Plan(producers=args.producers, partitions=args.partitions))
+                      pause_s=args.pause_seconds, plan=Plan(producers=args.producers, partitions=args.partitions,
+                                ctp_group_protocol=None if args.ctp_group == "assign" else args.ctp_group))
     try:
         outcome = run(options, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (RuntimeError, ValueError) as exc:

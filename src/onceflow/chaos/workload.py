@@ -18,6 +18,12 @@ process name, Jepsen's invoke / ok / fail / info):
   (group ``chaos-ctp``, generation-less as Kafka's TransactionalMessageCopier in its default
   mode).  After a failed or unknown transaction it rewinds to the group's committed offsets
   (read_committed, so KIP-447's require_stable waits out a pending commit).
+  With ``ctp_group_protocol`` (``classic`` or ``consumer``, KIP-848) the stage is instead
+  ``ctp_members`` copiers (``ctp-0``, ``ctp-1``, ...) *subscribed* as members of the group:
+  the group hands out the partitions, rebalances move them between copiers as they are
+  replaced, and their offsets carry the member's generation or epoch, so a copier that lost a
+  partition is fenced (KIP-447).  The group has one copier per partition at a time, so the
+  checker's rule "one stage per input partition" holds.
 
 ``finish`` is called once the faults are over and the broker is up: it stops the clients, waits
 until no partition has an open transaction (the LSO meets the high watermark), and records the
@@ -70,6 +76,11 @@ class Plan:
     rc_readers: int = 1
     ru_readers: int = 1
     ctp: bool = True
+    #: None: the ctp copier assigns itself every partition; "classic" or "consumer": the
+    #: copiers subscribe as members of the group, with that group.protocol.
+    ctp_group_protocol: str | None = None
+    #: How many subscribed copiers (with ``ctp_group_protocol``).
+    ctp_members: int = 2
     #: The producers' transaction.timeout.ms: a transaction left open by a killed client is
     #: aborted by the coordinator after this long.
     transaction_timeout_ms: int = 10_000
@@ -119,8 +130,11 @@ class Workload:
             starts.append((f"reader-rc-{n}", functools.partial(self._reader, f"reader-rc-{n}", "read_committed")))
         for n in range(self.plan.ru_readers):
             starts.append((f"reader-ru-{n}", functools.partial(self._reader, f"reader-ru-{n}", "read_uncommitted")))
-        if self.plan.ctp:
+        if self.plan.ctp and self.plan.ctp_group_protocol is None:
             starts.append(("ctp-0", self._ctp))
+        elif self.plan.ctp:
+            for n in range(self.plan.ctp_members):
+                starts.append((f"ctp-{n}", functools.partial(self._ctp_member, f"ctp-{n}")))
         for name, target in starts:
             thread = threading.Thread(target=self._guarded, args=(name, target), name=f"chaos-{name}", daemon=True)
             self._threads.append(thread)
@@ -250,6 +264,59 @@ class Workload:
                     rewind = True
         finally:
             consumer.close()
+
+    def _ctp_member(self, name: str) -> None:
+        """A copier subscribed as a member of the group (``ctp_group_protocol``)."""
+        source = self.plan.topics[0]
+        producer: Producer | None = None
+        n = 0
+
+        def assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self.recorder.record(name, "ok", "assign", {"positions": [[source, tp.partition, max(tp.offset, 0)]
+                                                                      for tp in partitions]})
+
+        consumer = self._member_consumer(assigned)
+        try:
+            while not self._stop.is_set():
+                if producer is None:
+                    producer = self._new_transactional_producer(f"chaos-{self.run_id}-{name}")
+                    continue
+                inputs = [m for m in consumer.consume(200, 0.2) if m.error() is None]
+                if not inputs:
+                    continue
+                n += 1
+                ends: dict[int, int] = {}
+                for m in inputs:
+                    _, partition, offset = _where(m)
+                    ends[partition] = max(ends.get(partition, 0), offset + 1)
+                value: dict[str, Any] = {
+                    "id": f"{name}/{n}", "group": self.ctp_group,
+                    "inputs": [[source, m.partition(), m.offset(), _text(m.value())] for m in inputs],
+                    "writes": [[self.plan.ctp_output_topic, m.partition(), ctp_output(_text(m.value()))] for m in inputs],
+                    "offsets": {f"{source}/{p}": end for p, end in ends.items()},
+                }
+                self.recorder.invoke(name, "ctp", value)
+                offsets = [TopicPartition(source, p, end) for p, end in ends.items()]
+                ending = _run_transaction(producer, value["writes"], False,
+                                          functools.partial(_send_offsets, consumer, offsets))
+                self.recorder.complete(name, ending.outcome, "ctp", {"id": value["id"], "commit_time": ending.commit_time})
+                if ending.outcome != "ok":
+                    if not ending.usable:
+                        producer = None
+                    # Start again from the group's committed offsets: leave and rejoin, as an
+                    # application that restarts its consumer (the group then hands out the
+                    # partitions again, positioned at what is committed).
+                    consumer.close()
+                    consumer = self._member_consumer(assigned)
+        finally:
+            consumer.close()
+
+    def _member_consumer(self, assigned: Callable[[Consumer, list[TopicPartition]], None]) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
+                             "group.protocol": self.plan.ctp_group_protocol, "isolation.level": "read_committed",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", **COMMON})
+        consumer.subscribe([self.plan.topics[0]], on_assign=assigned)
+        return consumer
 
     def _rewind(self, name: str, consumer: Consumer, source: str) -> bool:
         """Position the copier at its group's committed offsets; False if they cannot be read now."""
