@@ -7,7 +7,9 @@
 * ``kafka``: confluent-kafka (librdkafka) helpers: topics, producing, reading back,
   transactional producers;
 * ``wire``: a bare Kafka protocol client (``WireClient``) and the requests tests build by hand;
-* ``ctp``: the consume-transform-produce worker (``ctp_worker.py``) as a child process.
+* ``ctp``: the consume-transform-produce worker (``ctp_worker.py``) as a child process;
+* ``tcp_proxy``: a proxy between real clients and a broker that holds a request back, or keeps a
+  copy of it to deliver again (``RequestProxy``).
 
 ``tests/conftest.py`` holds the fixtures and has pytest rewrite the asserts in these modules.
 """

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tests.support.tcp_proxy import RequestProxy
+
 #: Settings both brokers run the reference suite with: Kafka's defaults, except that the first
 #: rebalance of a new group does not wait 3 s, timed-out transactions are looked for every
 #: second instead of every 10 s, and KIP-848 members heartbeat every 500 ms instead of 5 s (a
@@ -33,3 +35,14 @@ class Target:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True)
+class Proxied:
+    """A broker behind a ``RequestProxy`` (``tests.support.tcp_proxy``) that it advertises: clients
+    given ``target`` stay on the proxy; ``direct`` is the broker's own address, for checks the
+    proxy must not see."""
+
+    target: Target
+    proxy: RequestProxy
+    direct: str

@@ -111,6 +111,19 @@ def with_tagged_fields(frame: bytes, entity: Any, fields: Iterable[TaggedField])
     return _resized(frame[:at] + tagged_fields(fields) + frame[at + 1 :])
 
 
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, response entity) of a response ``frame`` (after its size) to a request of
+    that api key and version; ApiVersions answers with header v0 whatever its version."""
+    schema = load_response_schema(api_key, api_version)
+    header: Any
+    if schema.__flexible__ and api_key != 18:
+        header, offset = entity_reader(ResponseHeaderV1)(frame, 0)
+    else:
+        header, offset = entity_reader(ResponseHeaderV0)(frame, 0)
+    body, _ = entity_reader(schema)(frame, offset)
+    return header.correlation_id, body
+
+
 class WireClient:
     def __init__(self, bootstrap: str) -> None:
         host, _, port = bootstrap.rpartition(":")
@@ -149,14 +162,7 @@ class WireClient:
 
     def receive(self, request_body: Any) -> tuple[int, Any]:
         """(correlation id, response entity) for a request of ``request_body``'s type."""
-        frame = self.read_frame()
-        schema = load_response_schema(request_body.__api_key__, request_body.__version__)
-        if schema.__flexible__ and schema.__api_key__ != 18:
-            header, offset = entity_reader(ResponseHeaderV1)(frame, 0)
-        else:
-            header, offset = entity_reader(ResponseHeaderV0)(frame, 0)
-        body, _ = entity_reader(schema)(frame, offset)
-        return header.correlation_id, body
+        return decode_response(request_body.__api_key__, request_body.__version__, self.read_frame())
 
     def request(self, body: Any) -> Any:
         correlation_id = self.send(body)

@@ -85,6 +85,9 @@ def _build(root: Path, output: Path, args: list[str]) -> list[str]:
             if done.returncode != 0:
                 tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
                 raise ReferenceUnavailable(f"Maven could not resolve the reference ({' '.join(cmd)}):\n{tail}")
+            # The dependency plugin leaves an unchanged classpath file as it was: without this, a
+            # Java source edited since would make every later call run Maven again (10 s each).
+            output.touch()
     return [entry for entry in output.read_text().strip().split(os.pathsep) if entry]
 
 
