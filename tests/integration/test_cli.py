@@ -127,7 +127,7 @@ def test_groups_list_and_describe_show_members_and_lag(broker_process: BrokerPro
     wait_for(read_four_of_partition_0, what="the consumer to read four records")
     consumer.commit(offsets=[TopicPartition("clicks", 0, 4)], asynchronous=False)
     try:
-        assert {"group": "dashboard", "state": "Stable", "simple": False} in cli_json(bs, "groups", "list")
+        assert {"group": "dashboard", "type": "classic", "state": "Stable", "simple": False} in cli_json(bs, "groups", "list")
         described = cli_json(bs, "groups", "describe", "dashboard")
         assert (described["group"], described["state"], described["protocol"]) == ("dashboard", "Stable", "range")
         [member] = described["members"]

@@ -36,13 +36,21 @@ def _state(state: Any) -> str:
     return _STATE_NAMES.get(name, name)
 
 
+def _type(group_type: Any) -> str:
+    """Kafka's group type (KIP-848): "consumer" or "classic"."""
+    return str(getattr(group_type, "name", group_type)).lower()
+
+
 def list_groups(bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
-    """One row per consumer group: id, state, and whether it is a "simple" group (offsets only, no membership)."""
+    """One row per consumer group: id, type (classic, or consumer: KIP-848), state, and whether it is
+    a "simple" group (offsets only, no membership).  librdkafka names KIP-848's Assigning and
+    Reconciling states "Unknown"."""
     admin = confluent_admin(bootstrap)
     result = wait(admin.list_consumer_groups(request_timeout=timeout), timeout, "the group list")
     if not result.valid and result.errors:
         raise ToolError(f"the group list: {error_line(result.errors[0])}")
-    return [{"group": g.group_id, "state": _state(g.state), "simple": bool(g.is_simple_consumer_group)}
+    return [{"group": g.group_id, "type": _type(g.type), "state": _state(g.state),
+             "simple": bool(g.is_simple_consumer_group)}
             for g in sorted(result.valid, key=lambda g: g.group_id)]
 
 
@@ -97,6 +105,7 @@ def describe_group(bootstrap: str, group: str, *, timeout: float = DEFAULT_TIMEO
     coordinator = description.coordinator
     return {
         "group": description.group_id,
+        "type": _type(description.type),
         "state": _state(description.state),
         "protocol": description.partition_assignor or None,
         "simple": bool(description.is_simple_consumer_group),

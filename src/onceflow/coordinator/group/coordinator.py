@@ -208,9 +208,14 @@ class GroupCoordinator:
                     continue
                 self._offsets.track_loaded(group)
                 self._groups[group.group_id] = group
-                log.info("loaded group %s generation %d with %d member(s), %d offset(s) and pending transactional "
-                         "offsets of %d producer(s)", group.group_id, group.generation_id, group.size,
-                         len(entry.committed), len(group.active_producers))
+                if group.consumer is not None:
+                    log.info("loaded consumer group %s epoch %d with %d member(s), %d offset(s) and pending "
+                             "transactional offsets of %d producer(s)", group.group_id, group.consumer.group_epoch,
+                             len(group.consumer.members), len(entry.committed), len(group.active_producers))
+                else:
+                    log.info("loaded group %s generation %d with %d member(s), %d offset(s) and pending transactional "
+                             "offsets of %d producer(s)", group.group_id, group.generation_id, group.size,
+                             len(entry.committed), len(group.active_producers))
                 self._membership.on_group_loaded(group)
                 self._consumers.on_group_loaded(group)
 
