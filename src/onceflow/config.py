@@ -201,6 +201,7 @@ TRANSACTIONAL_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("transactional
 TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, 10000, "How often transactions past their timeout are aborted.", _at_least(1))
 TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, 3600000, "How often expired transactional ids are removed.", _at_least(1))
 TRANSACTION_PARTITION_VERIFICATION_ENABLE: Final[ConfigDef[bool]] = ConfigDef("transaction.partition.verification.enable", ConfigType.BOOLEAN, True, "Refuse transactional produce to a partition not added to the transaction (KIP-890 part 1).")
+GROUP_VERSION: Final[ConfigDef[int]] = ConfigDef("group.version", ConfigType.SHORT, 1, "The finalized group.version feature (Kafka's feature level; 1: the KIP-848 consumer group protocol, group.protocol=consumer; 0: classic groups only).", _between(0, 1))
 TRANSACTION_VERSION: Final[ConfigDef[int]] = ConfigDef("transaction.version", ConfigType.SHORT, 2, "The finalized transaction.version feature (Kafka's feature level; 2: transactions v2, KIP-890 part 2; 1: flexible __transaction_state records only; 0: neither).", _between(0, 2))
 PRODUCER_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1))
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1))
@@ -264,6 +265,7 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS,
     TRANSACTION_PARTITION_VERIFICATION_ENABLE,
     TRANSACTION_VERSION,
+    GROUP_VERSION,
     PRODUCER_ID_EXPIRATION_MS,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 ]

@@ -11,9 +11,9 @@
 * Transactions v2 (KIP-890 part 2, used when a broker finalizes ``transaction.version`` >= 2): the
   client negotiates it against Onceflow as against Kafka, and the same broker set to
   ``transaction.version=1`` gets transactions v1, as Kafka formatted so.
-* What the client does when it would use a feature Onceflow does not implement: the KIP-848 group
-  protocol (``group.protocol=consumer``).  Onceflow must answer as a Kafka broker without it
-  would; ``kafka_without_features`` is Apache Kafka formatted with ``transaction.version=0`` and
+* The KIP-848 group protocol (``group.protocol=consumer``): served by both as they ship
+  (``group.version`` 1), and refused the same way by Onceflow set to ``group.version=0`` and by
+  ``kafka_without_features``, Apache Kafka formatted with ``transaction.version=0`` and
   ``group.version=0`` and only the classic rebalance protocol enabled.
 """
 
@@ -142,11 +142,12 @@ def test_the_client_negotiates_the_highest_version_both_sides_know(onceflow_targ
         assert kafka["broker"][api][1] >= served[api][1], f"{api}: Onceflow serves a version Kafka 4.3.1 does not"
         # The advertised floors are Kafka's, Produce's v0 included (KAFKA-18659: advertised, refused).
         assert onceflow["broker"][api][0] == kafka["broker"][api][0], api
-    # transaction.version 2 is finalized on both (transactions v2); Onceflow lists no other feature
-    # (no group.version: the classic group protocol only).
-    assert onceflow["finalized_features"] == {"transaction.version": 2}, onceflow["finalized_features"]
-    assert kafka["finalized_features"]["transaction.version"] == 2
-    assert onceflow["supported_features"] == {"transaction.version": [0, 2]}
+    # transaction.version 2 (transactions v2) and group.version 1 (KIP-848) are finalized on both;
+    # Onceflow lists no other feature.
+    assert onceflow["finalized_features"] == {"transaction.version": 2, "group.version": 1}, onceflow["finalized_features"]
+    assert kafka["finalized_features"]["transaction.version"] == 2 and kafka["finalized_features"]["group.version"] == 1
+    assert onceflow["supported_features"] == {"transaction.version": [0, 2], "group.version": [0, 1]}
+    assert kafka["supported_features"]["group.version"] == [0, 1]
 
 
 def test_the_ctp_loop_uses_transactions_v2_as_with_kafka(
@@ -178,16 +179,18 @@ def test_the_ctp_loop_uses_transactions_v1_with_transaction_version_1(
     assert 11 in onceflow.sent["PRODUCE"] and 11 in without.sent["PRODUCE"]
 
 
-def test_the_kip848_consumer_protocol_fails_as_on_kafka_without_it(
+def test_the_kip848_consumer_protocol_is_served_and_refused_as_on_kafka(
         onceflow_target: Target, kafka_target: Target, kafka_without_features: Target, unique: Callable[[str], str],
-        tmp_path: Path) -> None:
-    def attempt(target: Target) -> dict[str, Any]:
-        return client_check("consumer-protocol", target.bootstrap_servers, unique("kip848"), log_dir=tmp_path).result
+        make_broker_process: Any, tmp_path: Path) -> None:
+    def attempt(bootstrap_servers: str) -> dict[str, Any]:
+        return client_check("consumer-protocol", bootstrap_servers, unique("kip848"), log_dir=tmp_path).result
 
-    onceflow, without, kafka = attempt(onceflow_target), attempt(kafka_without_features), attempt(kafka_target)
-    # Kafka 4.3.1 as it ships serves the new protocol: the consumer reads its three records.
-    assert kafka["ok"] and kafka["records"] == 3, kafka
-    # Without it, the consumer's poll fails at once with the same clear exception on both.
+    # Both as they ship serve the new protocol: the consumer reads its three records.
+    for served in (attempt(onceflow_target.bootstrap_servers), attempt(kafka_target.bootstrap_servers)):
+        assert served["ok"] and served["records"] == 3, served
+    # Without it (group.version=0), the consumer's poll fails at once with the same clear exception on both.
+    off = make_broker_process(**{"group.version": "0"})
+    onceflow, without = attempt(off.bootstrap_servers), attempt(kafka_without_features.bootstrap_servers)
     for result in (onceflow, without):
         assert not result["ok"] and result["records"] == 0
         assert result["error_class"] == "org.apache.kafka.common.errors.UnsupportedVersionException"

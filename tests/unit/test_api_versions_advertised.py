@@ -54,7 +54,7 @@ def test_transaction_version_is_finalized_at_the_setting(level: int) -> None:
         assert isinstance(request, Request)
         response = handle_api_versions(config, request, SimpleNamespace(peer="test"))  # type: ignore[arg-type]
         supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
-        assert supported == ({"transaction.version": (0, 2)} if listed else {})
+        assert supported == ({"group.version": (0, 1), "transaction.version": (0, 2)} if listed else {})
         finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
-        assert finalized == ({"transaction.version": (level, level)} if level else {})
+        assert finalized == ({"group.version": (1, 1)} | ({"transaction.version": (level, level)} if level else {}))
         assert response.finalized_features_epoch >= 0

@@ -18,6 +18,7 @@ import datetime
 import logging
 from typing import Any
 
+from ...config import GROUP_VERSION
 from ...coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...coordinator.group.consumer_membership import HeartbeatResult
 from ...coordinator.group.types import (
@@ -361,9 +362,18 @@ def handle_offset_delete(broker: BrokerContext, request: Request, conn: Connecti
 # -- KIP-848 -------------------------------------------------------------------
 
 
+def _kip848_off(broker: BrokerContext) -> bool:
+    """``group.version`` 0: Kafka lists the KIP-848 APIs and answers them UNSUPPORTED_VERSION."""
+    return broker.config[GROUP_VERSION] < 1
+
+
 def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if _kip848_off(broker):
+        return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
+                     error_message=UNSUPPORTED_VERSION_MESSAGE, member_epoch=0,
+                     heartbeat_interval=datetime.timedelta(0))
 
     def respond(r: HeartbeatResult) -> Any:
         assignment = None
@@ -395,6 +405,11 @@ def handle_consumer_group_describe(broker: BrokerContext, request: Request, conn
         return build(m.Assignment, topic_partitions=tuple(
             build(m.TopicPartitions, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts))
 
+    if _kip848_off(broker):
+        return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(
+            build(m.DescribedGroup, error_code=ErrorCode.unsupported_version, error_message=UNSUPPORTED_VERSION_MESSAGE,
+                  group_id=g, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=())
+            for g in request.body.group_ids))
     groups = []
     for d in broker.groups.consumer_group_describe(list(request.body.group_ids)):
         groups.append(build(
@@ -414,6 +429,8 @@ def handle_consumer_group_describe(broker: BrokerContext, request: Request, conn
     return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
+#: Kafka's message for Errors.UNSUPPORTED_VERSION.
+UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
 #: ConsumerGroupDescribe v1's member type: 1, a member of the consumer protocol (0: classic, -1: unknown).
 CONSUMER_MEMBER_TYPE = 1
 

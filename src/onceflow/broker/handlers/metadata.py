@@ -1,8 +1,10 @@
 """ApiVersions, Metadata and DescribeCluster: what the cluster is and what it speaks.
 
-ApiVersions also lists the features (KIP-584): ``transaction.version``, finalized at the broker's
-``transaction.version`` setting (2 by default, Kafka 4's): a client that sees 2 uses transactions
-v2 (KIP-890 part 2) if it can.
+ApiVersions also lists the features (KIP-584), each finalized at the broker setting of the same
+name, Kafka 4's levels by default: ``transaction.version`` 2 (a client that sees it uses
+transactions v2, KIP-890 part 2, if it can) and ``group.version`` 1 (the KIP-848 consumer group
+protocol: at 0, ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as
+Kafka's do).
 
 This broker is a one-node cluster: it is every partition's leader, its only
 replica and the controller.  Leader epochs are 0.  Metadata auto-creates
@@ -21,7 +23,7 @@ from typing import Any
 
 from kio.schema.api_versions.v0 import response as api_versions_v0
 
-from ...config import AUTO_CREATE_TOPICS_ENABLE, NUM_PARTITIONS, TRANSACTION_VERSION
+from ...config import AUTO_CREATE_TOPICS_ENABLE, GROUP_VERSION, NUM_PARTITIONS, TRANSACTION_VERSION
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
 from ..partitions import Topic, topic_name_error
@@ -32,11 +34,13 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-#: The features this broker knows (ApiVersions v3+, KIP-584): ``transaction.version`` up to 2
-#: (transactions v2, KIP-890 part 2), finalized at the ``transaction.version`` setting.  They can
-#: only change across a restart, so their epoch is when this process started (ms): a client
-#: connected across a restart adopts finalized features only with a higher epoch.
+#: The features this broker knows (ApiVersions v3+, KIP-584) and their highest levels:
+#: ``transaction.version`` 2 (transactions v2, KIP-890 part 2) and ``group.version`` 1 (KIP-848),
+#: each finalized at the broker setting of its name.  They can only change across a restart, so
+#: their epoch is when this process started (ms): a client connected across a restart adopts
+#: finalized features only with a higher epoch.
 MAX_TRANSACTION_VERSION = 2
+FEATURES = ((GROUP_VERSION, 1), (TRANSACTION_VERSION, MAX_TRANSACTION_VERSION))
 FINALIZED_FEATURES_EPOCH = time.time_ns() // 1_000_000
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -60,12 +64,12 @@ def handle_api_versions(broker: BrokerContext, request: Request, conn: Connectio
                  body.client_software_name, body.client_software_version)
     features: dict[str, Any] = {}
     if request.api_version >= 3:
-        level = broker.config[TRANSACTION_VERSION]
         # Kafka omits a feature whose lowest supported level is 0 from ApiVersions v3's list.
-        supported = () if request.api_version < 4 else (
-            build(m.SupportedFeatureKey, name=TRANSACTION_VERSION.name, min_version=0, max_version=MAX_TRANSACTION_VERSION),)
-        finalized = () if level == 0 else (
-            build(m.FinalizedFeatureKey, name=TRANSACTION_VERSION.name, min_version_level=level, max_version_level=level),)
+        supported = () if request.api_version < 4 else tuple(
+            build(m.SupportedFeatureKey, name=feature.name, min_version=0, max_version=top) for feature, top in FEATURES)
+        levels = [(feature.name, broker.config[feature]) for feature, _ in FEATURES]
+        finalized = tuple(build(m.FinalizedFeatureKey, name=name, min_version_level=level, max_version_level=level)
+                          for name, level in levels if level > 0)
         features = {"supported_features": supported, "finalized_features": finalized,
                     "finalized_features_epoch": FINALIZED_FEATURES_EPOCH}
     return build(m.ApiVersionsResponse, error_code=error, api_keys=_api_keys(m), throttle_time=NO_THROTTLE, **features)
