@@ -91,3 +91,29 @@ def test_each_end_bumps_the_epoch_and_stragglers_of_the_previous_transaction_are
         assert visible_values(client, topic, 0, READ_UNCOMMITTED) == [b"t1-a", b"t2-a"]
         # A v2 abort with nothing in the transaction is allowed (and bumps the epoch).
         assert end_txn_v5(client, tid, pid, e0 + 2, commit=False) == (ErrorCode.none, pid, e0 + 3)
+
+
+def test_a_v5_txn_offset_commit_without_a_group_id_adds_nothing_to_the_transaction(
+        target: Target, unique: Callable[[str], str]) -> None:
+    """TxnOffsetCommit v5 adds the group's partition to the transaction itself; an empty group id
+    is refused (INVALID_GROUP_ID) before anything is added, on both brokers."""
+    from kio.schema.txn_offset_commit.v5.request import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    topic, tid = unique("txn-v2-group"), unique("tid")
+    make_ready_topic(target.bootstrap_servers, topic)
+    with WireClient(target.bootstrap_servers) as client:
+        pid, epoch = init_transactional(client, tid)
+        assert produce_v12(client, tid, topic, txn_batch(pid, epoch, 0, [b"a"])) == ErrorCode.none
+        response = client.request(TxnOffsetCommitRequest(
+            transactional_id=tid, group_id="", producer_id=i64(pid), producer_epoch=i16(epoch), generation_id=i32(-1),
+            member_id="", group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name=topic, partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(1),
+                                                committed_leader_epoch=i32(-1), committed_metadata=""),)),)))
+        assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.invalid_group_id]
+        described = describe_transaction(client, tid)
+        assert [t.topic for t in described.topics] == [topic], "no __consumer_offsets partition was added"
+        assert end_txn_v5(client, tid, pid, epoch, commit=False)[0] == ErrorCode.none

@@ -172,6 +172,10 @@ def handle_txn_offset_commit(broker: BrokerContext, request: Request, conn: Conn
 
     # Transactions v2 (KIP-890 part 2): the client sent no AddOffsetsToTxn; the group's offsets
     # partition joins the transaction here, then the offsets are committed (verified, as always).
+    # An empty group id is refused first, as Kafka's GroupCoordinatorService does before its
+    # verification adds anything to the transaction.
+    if not body.group_id:
+        return respond(dict.fromkeys(offsets, ErrorCode.invalid_group_id))
     partition = broker.groups.partition_for(body.group_id)
     try:
         broker.appender.internal_partition(OFFSETS_TOPIC, partition)
