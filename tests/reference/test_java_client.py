@@ -159,8 +159,8 @@ def test_the_ctp_loop_uses_transactions_v2_as_with_kafka(
     assert onceflow.txn_requests() == kafka.txn_requests()
     assert "ADD_PARTITIONS_TO_TXN" not in onceflow.sent and "ADD_OFFSETS_TO_TXN" not in onceflow.sent
     assert onceflow.sent["END_TXN"] == {5} and onceflow.sent["TXN_OFFSET_COMMIT"] == {5}
-    # Produce v12 on Onceflow, v13 on Kafka (topic ids, KIP-516, not served by Onceflow yet).
-    assert max(onceflow.sent["PRODUCE"]) == 12 and max(kafka.sent["PRODUCE"]) >= 12
+    # Produce v13 on both (topics named by id, KIP-516).
+    assert max(onceflow.sent["PRODUCE"]) == max(kafka.sent["PRODUCE"]) == 13
 
 
 def test_the_ctp_loop_uses_transactions_v1_with_transaction_version_1(

@@ -170,3 +170,28 @@ def test_tagged_fields_kafka_refuses_close_the_connection(target: Target, unique
             c.send_bytes(frame)
             assert c.is_closed_by_peer(), what
     assert api_versions_ok(target.bootstrap_servers)
+
+
+def test_produce_v13_names_topics_by_id_and_an_unknown_id_gets_unknown_topic_id(
+        target: Target, unique: Callable[[str], str]) -> None:
+    """Produce v13 (KIP-516): the topic is named by its id; a batch to a known id is stored and the
+    answer names the id; an unknown id gets UNKNOWN_TOPIC_ID and stores nothing anywhere."""
+    from kio.schema.produce.v13.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.static.primitive import Records, i16
+
+    topic = unique("produce-v13")
+    make_ready_topic(target.bootstrap_servers, topic)
+    with WireClient(target.bootstrap_servers) as client:
+        known = topic_id(client, topic)
+        stranger = uuid.uuid4()
+
+        def produce_v13(to: uuid.UUID, value: bytes) -> list[tuple[uuid.UUID, int, ErrorCode]]:
+            response = client.request(ProduceRequest(
+                transactional_id=None, acks=i16(-1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=TIMEOUT)),
+                topic_data=(TopicProduceData(topic_id=to, partition_data=(
+                    PartitionProduceData(index=i32(0), records=Records(build_batch([(None, value)], TS))),)),)))
+            return [(t.topic_id, p.index, p.error_code) for t in response.responses for p in t.partition_responses]
+
+        assert produce_v13(known, b"by-id") == [(known, 0, ErrorCode.none)]
+        assert produce_v13(stranger, b"lost") == [(stranger, 0, ErrorCode.unknown_topic_id)]
+        assert end_offset(client, topic) == 1

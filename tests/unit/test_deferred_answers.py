@@ -47,7 +47,7 @@ def respond_when_durable(outcomes: list[PartitionResult], waits: Waits, timeout_
     """The Produce answer as the handler gives it: the Appender's wait, then the response."""
     results = [("t", outcomes)]
     return asyncio.ensure_future(via_callback(lambda done: when_all_durable(results, outcomes, waits, timeout_ms, done),
-                                              lambda answered: _response(request(), answered)))
+                                              lambda answered: _response(request(), [(n, None, o) for n, o in answered])))
 
 
 def test_answered_when_the_last_write_is_durable_each_by_its_own_outcome() -> None:

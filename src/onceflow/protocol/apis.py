@@ -74,7 +74,7 @@ PRODUCE_V2, TXN_OFFSET_COMMIT_V2, END_TXN_V2 = 12, 5, 5
 
 #: api_key -> (min_version, max_version)
 SUPPORTED: dict[int, tuple[int, int]] = {
-    PRODUCE: (3, 12),
+    PRODUCE: (3, 13),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 8),
     METADATA: (0, 12),

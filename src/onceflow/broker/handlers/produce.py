@@ -10,7 +10,8 @@ Produce to ReplicaManager.appendRecords.  This handler only translates:
 request in, one call, the per-partition outcomes out.  What is left here is
 the wire's: the version from which a client knows TRANSACTION_ABORTABLE, and
 ``acks=0``, which is never answered: if a partition failed, the connection is
-closed so the producer notices (Kafka does the same).
+closed so the producer notices (Kafka does the same); and from v13 (KIP-516)
+topic ids instead of names.
 
 DeleteRecords (KIP-107) is answered at once: the Appender returns each
 partition's new log start offset (its low watermark), durable already.
@@ -19,11 +20,12 @@ partition's new log start offset (its low watermark), durable already.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ..appender import DeleteResults, TopicResults
+from ..appender import DeleteResults, PartitionResult, TopicResults
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, via_callback
 from .context import BrokerContext, Connection, Handler
 
@@ -31,23 +33,43 @@ log = logging.getLogger(__name__)
 
 #: Produce v11 (KIP-890) is the first version whose clients handle TRANSACTION_ABORTABLE.
 _GENERIC_TXN_ERRORS_FROM = 11
+#: Produce v13 (KIP-516) names each topic by its id, not its name.
+_TOPIC_IDS_FROM = 13
 
 
 def handle_produce(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     body = request.body
     acks = body.acks
+    # Produce v13+ (KIP-516) names topics by id: an id this broker does not know gets
+    # UNKNOWN_TOPIC_ID for each of its partitions, and is not appended anywhere.
+    by_id = request.api_version >= _TOPIC_IDS_FROM
+    named: list[tuple[str, Any]] = []
+    unknown: list[Any] = []
+    ids: dict[str, uuid.UUID] = {}
+    for t in body.topic_data:
+        if not by_id:
+            named.append((t.name, t))
+            continue
+        topic = broker.registry.by_id.get(t.topic_id) if t.topic_id is not None else None
+        if topic is None:
+            unknown.append(t)
+        else:
+            ids[topic.name] = topic.topic_id
+            named.append((topic.name, t))
 
     def respond(results: TopicResults) -> Any:
+        missing = [(t.topic_id, [_unknown_id(p.index) for p in t.partition_data]) for t in unknown]
         if acks == 0:
-            if any(o.error is not ErrorCode.none for _, outs in results for o in outs):
+            if missing or any(o.error is not ErrorCode.none for _, outs in results for o in outs):
                 log.info("acks=0 produce from %s had errors; closing the connection so the producer notices", conn.peer)
                 conn.close()
             return None
-        return _response(request, results)
+        return _response(request, [(name, ids.get(name), outs) for name, outs in results] +
+                         [(None, topic_id, outs) for topic_id, outs in missing])
 
     return via_callback(
         lambda done: broker.appender.append_records(
-            ((t.name, ((p.index, p.records) for p in t.partition_data)) for t in body.topic_data),
+            ((name, ((p.index, p.records) for p in t.partition_data)) for name, t in named),
             acks,
             ms(body.timeout),
             done,
@@ -60,12 +82,19 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
     )
 
 
-def _response(request: Request, results: TopicResults) -> Any:
+def _unknown_id(index: int) -> PartitionResult:
+    result = PartitionResult(index)
+    result.error = ErrorCode.unknown_topic_id
+    return result
+
+
+def _response(request: Request, results: list[tuple[str | None, uuid.UUID | None, list[PartitionResult]]]) -> Any:
     m = responses(request)
     topics = tuple(
         build(
             m.TopicProduceResponse,
             name=name,
+            topic_id=topic_id,
             partition_responses=tuple(
                 build(
                     m.PartitionProduceResponse,
@@ -80,7 +109,7 @@ def _response(request: Request, results: TopicResults) -> Any:
                 for o in outs
             ),
         )
-        for name, outs in results
+        for name, topic_id, outs in results
     )
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
 
