@@ -243,27 +243,32 @@ class Workload:
                 if not inputs:
                     continue
                 n += 1
-                ends: dict[int, int] = {}
-                for m in inputs:
-                    _, partition, offset = _where(m)
-                    ends[partition] = max(ends.get(partition, 0), offset + 1)
-                value: dict[str, Any] = {
-                    "id": f"{name}/{n}", "group": self.ctp_group,
-                    "inputs": [[source, m.partition(), m.offset(), _text(m.value())] for m in inputs],
-                    "writes": [[self.plan.ctp_output_topic, m.partition(), ctp_output(_text(m.value()))] for m in inputs],
-                    "offsets": {f"{source}/{p}": end for p, end in ends.items()},
-                }
-                self.recorder.invoke(name, "ctp", value)
-                offsets = [TopicPartition(source, p, end) for p, end in ends.items()]
-                ending = _run_transaction(producer, value["writes"], False,
-                                          functools.partial(_send_offsets, consumer, offsets))
-                self.recorder.complete(name, ending.outcome, "ctp", {"id": value["id"], "commit_time": ending.commit_time})
+                ending = self._copy(name, n, consumer, producer, inputs)
                 if not ending.usable:
                     producer = None  # and rewind, once a new client has fenced this one
                 elif ending.outcome != "ok":
                     rewind = True
         finally:
             consumer.close()
+
+    def _copy(self, name: str, n: int, consumer: Consumer, producer: Producer, inputs: list[Any]) -> _Ending:
+        """One ctp transaction: the outputs of ``inputs`` and the offsets past them, recorded."""
+        source = self.plan.topics[0]
+        ends: dict[int, int] = {}
+        for m in inputs:
+            _, partition, offset = _where(m)
+            ends[partition] = max(ends.get(partition, 0), offset + 1)
+        value: dict[str, Any] = {
+            "id": f"{name}/{n}", "group": self.ctp_group,
+            "inputs": [[source, m.partition(), m.offset(), _text(m.value())] for m in inputs],
+            "writes": [[self.plan.ctp_output_topic, m.partition(), ctp_output(_text(m.value()))] for m in inputs],
+            "offsets": {f"{source}/{p}": end for p, end in ends.items()},
+        }
+        self.recorder.invoke(name, "ctp", value)
+        offsets = [TopicPartition(source, p, end) for p, end in ends.items()]
+        ending = _run_transaction(producer, value["writes"], False, functools.partial(_send_offsets, consumer, offsets))
+        self.recorder.complete(name, ending.outcome, "ctp", {"id": value["id"], "commit_time": ending.commit_time})
+        return ending
 
     def _ctp_member(self, name: str) -> None:
         """A copier subscribed as a member of the group (``ctp_group_protocol``)."""
@@ -285,21 +290,7 @@ class Workload:
                 if not inputs:
                     continue
                 n += 1
-                ends: dict[int, int] = {}
-                for m in inputs:
-                    _, partition, offset = _where(m)
-                    ends[partition] = max(ends.get(partition, 0), offset + 1)
-                value: dict[str, Any] = {
-                    "id": f"{name}/{n}", "group": self.ctp_group,
-                    "inputs": [[source, m.partition(), m.offset(), _text(m.value())] for m in inputs],
-                    "writes": [[self.plan.ctp_output_topic, m.partition(), ctp_output(_text(m.value()))] for m in inputs],
-                    "offsets": {f"{source}/{p}": end for p, end in ends.items()},
-                }
-                self.recorder.invoke(name, "ctp", value)
-                offsets = [TopicPartition(source, p, end) for p, end in ends.items()]
-                ending = _run_transaction(producer, value["writes"], False,
-                                          functools.partial(_send_offsets, consumer, offsets))
-                self.recorder.complete(name, ending.outcome, "ctp", {"id": value["id"], "commit_time": ending.commit_time})
+                ending = self._copy(name, n, consumer, producer, inputs)
                 if ending.outcome != "ok":
                     if not ending.usable:
                         producer = None
