@@ -401,3 +401,13 @@ def test_random_rebalances_never_give_one_partition_to_two_members() -> None:
         subscribed_u = any(U in m.assigned or "u" in m.subscribed_topic_names for m in h.consumer().members.values())
         total = sum(len(ps) for o in owned.values() for ps in o.values())
         assert total == 12 + (5 if subscribed_u else 0)
+
+
+def test_a_members_offset_fetch_carries_its_epoch() -> None:
+    h = Harness()
+    h.hb("a", 0)
+    h.commit("a", 1, [0])
+    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=1)[1][("t", 0)].offset == 7
+    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=0) == (E.stale_member_epoch, {})
+    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="ghost", member_epoch=1) == (E.unknown_member_id, {})
+    assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 7  # the admin client: no member

@@ -312,7 +312,8 @@ def handle_offset_fetch(broker: BrokerContext, request: Request, conn: Connectio
         groups = []
         for g in body.groups:
             error, topics = _fetch_group(m, broker, g.group_id, g.topics, require_stable, "OffsetFetchResponseTopics",
-                                         "OffsetFetchResponsePartitions")
+                                         "OffsetFetchResponsePartitions", getattr(g, "member_id", None),
+                                         getattr(g, "member_epoch", -1))
             groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     error, topics = _fetch_group(m, broker, body.group_id, body.topics, require_stable, "OffsetFetchResponseTopic",
@@ -321,9 +322,9 @@ def handle_offset_fetch(broker: BrokerContext, request: Request, conn: Connectio
 
 
 def _fetch_group(m: Any, broker: BrokerContext, group_id: str, topics: Any, require_stable: bool, topic_cls: str,
-                 part_cls: str) -> tuple[ErrorCode, tuple[Any, ...]]:
+                 part_cls: str, member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    error, fetched = broker.groups.fetch_offsets(group_id, wanted, require_stable)
+    error, fetched = broker.groups.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), f in fetched.items():
         by_topic.setdefault(topic, []).append(

@@ -409,3 +409,16 @@ def validate_offset_commit(
         if assigned_at is None or member_epoch < assigned_at:
             return stale
     return None
+
+
+def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+    """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+): a fetch naming a member must
+    carry its current epoch; one without (the admin client) is always served."""
+    if member_id is None and member_epoch < 0:
+        return None
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if member_epoch != member.member_epoch:
+        return ErrorCode.stale_member_epoch
+    return None

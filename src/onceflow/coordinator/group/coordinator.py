@@ -442,12 +442,14 @@ class GroupCoordinator:
             self._offsets.complete_transaction(partition, producer_id, commit)
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
         """OffsetFetch: committed offsets only; ``require_stable`` (KIP-447)
-        answers UNSTABLE_OFFSET_COMMIT where a commit is pending."""
+        answers UNSTABLE_OFFSET_COMMIT where a commit is pending.  ``member_id`` and
+        ``member_epoch`` (v9+): a KIP-848 member's fetch is checked against its epoch."""
         with self._api():
-            return self._offsets.fetch_offsets(group_id, partitions, require_stable)
+            return self._offsets.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def delete_offsets(
         self,

@@ -85,7 +85,7 @@ from ...protocol.errors import ErrorCode
 from .. import OFFSETS_TOPIC
 from . import loader
 from . import log_records as rec
-from .consumer_group import validate_offset_commit
+from .consumer_group import validate_offset_commit, validate_offset_fetch
 from .consumer_membership import ConsumerMembershipManager, group_tombstones
 from .context import GroupContext, OffsetExpiry, Record
 from .membership import MembershipManager, validate_member_generation
@@ -429,7 +429,8 @@ class OffsetManager:
     # ================================================================ OffsetFetch
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
         """Offsets are returned whatever the group's state: a group may use
         Kafka only to store offsets.  Only committed offsets are returned:
@@ -444,6 +445,10 @@ class OffsetManager:
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.none, {tp: FetchedOffset(-1) for tp in (partitions or [])}
+        if group.consumer is not None:
+            error = validate_offset_fetch(group.consumer, member_id, member_epoch)
+            if error is not None:
+                return error, {}
         wanted = list(group.offsets.committed) if partitions is None else partitions
         out: dict[TopicPartition, FetchedOffset] = {}
         for tp in wanted:
