@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ import pytest
 
 from onceflow.protocol import apis
 from onceflow.reference import KafkaCluster
-from onceflow.reference.tools import java_command
+from onceflow.reference.tools import java_command, logged_requests
 from tests.support.reference import SHARED_SETTINGS, Target
 
 MAIN = "dev.onceflow.reference.ClientCheck"
@@ -43,8 +42,6 @@ RECORDS = 300
 #: tells transactions v1 (AddPartitionsToTxn, EndTxn <= 4) from v2 (neither: Produce >= 12 adds
 #: the partition, EndTxn 5).
 TXN_APIS = ("INIT_PRODUCER_ID", "ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "TXN_OFFSET_COMMIT", "END_TXN")
-
-_SENT = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=(\w+), apiVersion=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -61,16 +58,11 @@ class Run:
 def client_check(mode: str, bootstrap: str, *args: str, log_dir: Path) -> Run:
     """Run ClientCheck in its own JVM (bounded) with NetworkClient's requests logged to a file."""
     request_log = log_dir / f"requests-{mode}-{len(list(log_dir.iterdir()))}.log"
-    cmd = java_command(MAIN, [mode, bootstrap, *args], jvm_options=[f"-Donceflow.requestLog={request_log}"],
-                       logging="log4j2-requests.properties")
+    cmd = java_command(MAIN, [mode, bootstrap, *args], request_log=request_log)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines, f"ClientCheck {mode} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
-    sent: dict[str, set[int]] = {}
-    if request_log.exists():
-        for match in _SENT.finditer(request_log.read_text(errors="replace")):
-            sent.setdefault(match.group(2), set()).add(int(match.group(3)))
-    return Run(json.loads(lines[-1]), sent)
+    return Run(json.loads(lines[-1]), logged_requests(request_log))
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,10 @@ stderr (``reference/log4j2-tools.properties``), so stdout is what they print on 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from .maven import java_binary, kafka_classpath, reference_dir
 
@@ -22,6 +24,7 @@ TOOLS = {
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
@@ -39,13 +42,39 @@ KAFKA_JVM_OPTIONS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:
 
 
 def java_command(main_class: str, args: Sequence[str], *, heap: str = "256m",
-                 jvm_options: Sequence[str] = (), logging: str = "log4j2-tools.properties") -> list[str]:
+                 jvm_options: Sequence[str] = (), logging: str = "log4j2-tools.properties",
+                 request_log: Path | None = None) -> list[str]:
     """The command line that runs ``main_class`` with Kafka's classpath (for ``subprocess.Popen``),
     with the JVM options Kafka's scripts use; ``heap`` is ``-Xmx`` (the scripts' default for
-    tools is 256 MiB, for the broker 1 GiB)."""
+    tools is 256 MiB, for the broker 1 GiB).  With ``request_log``, every request the Java client
+    sends is logged to that file (``reference/log4j2-requests.properties``: NetworkClient at
+    DEBUG), for ``logged_requests``."""
+    if request_log is not None:
+        jvm_options, logging = [*jvm_options, f"-Donceflow.requestLog={request_log}"], "log4j2-requests.properties"
     log_config = reference_dir() / logging
     return [java_binary(), f"-Xmx{heap}", *KAFKA_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log_config}", *jvm_options,
             "-cp", os.pathsep.join(kafka_classpath()), main_class, *args]
+
+
+_SENT = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=(\w+), apiVersion=(\d+)")
+
+
+def logged_requests(path: Path) -> dict[str, set[int]]:
+    """The requests a Java program run with ``java_command(..., request_log=path)`` sent: each API, by
+    Kafka's enum name (``END_TXN``), and the versions it was sent at; empty if nothing was logged."""
+    sent: dict[str, set[int]] = {}
+    if path.exists():
+        for match in _SENT.finditer(path.read_text(errors="replace")):
+            sent.setdefault(match.group(2), set()).add(int(match.group(3)))
+    return sent
+
+
+def finalized_features(bootstrap: str) -> dict[str, str]:
+    """Each feature's finalized level as ``kafka-features --bootstrap-server ... describe`` prints
+    it (``{"transaction.version": "2", "metadata.version": "4.3-IV0", ...}``): what a client's
+    ApiVersions answer from that broker finalizes."""
+    out = run_java("kafka-features", ["--bootstrap-server", bootstrap, "describe"], check=True).stdout
+    return dict(re.findall(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", out))
 
 
 def run_java(main_class: str, args: Sequence[str], *, timeout: float = TOOL_TIMEOUT_S, check: bool = False,
