@@ -223,6 +223,20 @@ def test_unknown_assignors_and_bad_regexes_are_refused() -> None:
     assert h.store.log == []
 
 
+@pytest.mark.parametrize("field", ["member_id", "topic", "instance", "rack"])
+def test_a_string_too_long_for_a_record_fails_the_heartbeat_but_not_the_group(field: str) -> None:
+    """A string over 32767 bytes cannot be written in a record: the heartbeat fails with
+    UNKNOWN_SERVER_ERROR (Kafka's answer to an operation that raises; Kafka itself does not
+    parse such a request and closes the connection) and the group's next changes still run."""
+    h = Harness()
+    long = "x" * 40_000
+    kwargs: dict = {"topic": {"topics": (long,)}, "instance": {"instance": long}, "rack": {"rack": long}}.get(field, {})
+    r = h.hb(long if field == "member_id" else "m", 0, **kwargs).one
+    assert r.error is E.unknown_server_error
+    assert h.store.log == [] and h.coord.group("g") is None
+    assert h.hb("a", 0).one.error is E.none
+
+
 def test_a_v0_member_without_an_id_is_named_by_the_coordinator() -> None:
     r = Harness().hb("", 0, version=0).one
     assert r.error is E.none and uuid.UUID(r.member_id)

@@ -353,6 +353,12 @@ class ConsumerMembershipManager:
             answer(HeartbeatResult(refused.error, refused.message))
             self._release(req.group_id)
             return
+        except Exception:  # a record that cannot be written (a string over 32767 bytes, say)
+            # Kafka's handleOperationException: the operation fails, the group carries on.
+            log.exception("consumer group %s: the heartbeat of member %s failed", req.group_id, req.member_id[:200])
+            answer(HeartbeatResult(ErrorCode.unknown_server_error))
+            self._release(req.group_id)
+            return
 
         def applied(error: ErrorCode) -> None:
             if error is not ErrorCode.none:
