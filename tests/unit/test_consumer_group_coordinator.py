@@ -9,6 +9,7 @@ restored by a second coordinator; conversions between the two protocols.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 
 import pytest
@@ -249,6 +250,21 @@ def test_a_regex_subscription_follows_the_topics_that_match() -> None:
     h.topics["tt"] = TopicImage(uuid.UUID(int=3), 1)  # a new matching topic: the next heartbeat assigns it
     again = h.hb("a", 1, topics=None, owned={T: [0, 1]}).one
     assert again.member_epoch == 2 and parts(again, uuid.UUID(int=3)) == {0}
+
+
+def test_a_regex_is_matched_in_linear_time_with_re2_syntax() -> None:
+    """Kafka matches with RE2J: ``(.*.*)*x`` against a 14-character name takes
+    seconds with a backtracking engine (hours at 25), on the broker's event loop."""
+    h = Harness(topics={"a" * 14: TopicImage(T, 1), "ax": TopicImage(U, 1)})
+    started = time.monotonic()
+    r = h.hb("a", 0, topics=None, regex="(.*.*)*x").one
+    assert time.monotonic() - started < 1
+    assert (r.error, r.assignment) == (E.none, ((U, (0,)),))
+    # RE2's syntax, not Python's: no lookaround, no backreferences.
+    for regex in ("(?=t)t", r"(t)\1"):
+        bad = h.hb("b", 0, topics=None, regex=regex).one
+        assert bad.error is E.invalid_regular_expression, regex
+        assert bad.error_message.startswith(f"SubscribedTopicRegex `{regex}` is not a valid regular expression: ")
 
 
 def test_a_topic_that_grows_bumps_the_group_epoch() -> None:

@@ -40,15 +40,15 @@ Not implemented, and answered as Kafka answers with
 between the classic and the consumer protocol (GROUP_ID_NOT_FOUND here,
 INCONSISTENT_GROUP_PROTOCOL to a classic JoinGroup).  Empty groups convert
 both ways.  Regular-expression subscriptions are resolved at each heartbeat
-with Python's ``re`` (full match, as RE2J's ``matches``); the resolved
-topics are not persisted (Kafka's ConsumerGroupRegularExpression records).
+with RE2 (``topic_regex``: Kafka's RE2J, full match, linear time); the
+resolved topics are not persisted (Kafka's ConsumerGroupRegularExpression
+records).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -63,6 +63,7 @@ from ...config import (
 from ...protocol.errors import ErrorCode
 from .. import INTERNAL_TOPICS
 from . import log_records as rec
+from . import topic_regex
 from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError, TopicSpec
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -333,8 +334,8 @@ class ConsumerMembershipManager:
                                    f"{', '.join(self._assignors)}.")
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                topic_regex.validate(req.subscribed_topic_regex)
+            except topic_regex.InvalidRegex as exc:
                 return HeartbeatResult(ErrorCode.invalid_regular_expression,
                                        f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
                                        f"expression: {exc}.")
@@ -639,11 +640,7 @@ class ConsumerMembershipManager:
 
     def _resolve_regex(self, topics: Mapping[str, TopicImage]) -> Callable[[str], frozenset[str]]:
         def resolve(regex: str) -> frozenset[str]:
-            try:
-                pattern = re.compile(regex)
-            except re.error:
-                return frozenset()
-            return frozenset(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
+            return frozenset(n for n in topics if n not in INTERNAL_TOPICS and topic_regex.matches(regex, n))
 
         return resolve
 
