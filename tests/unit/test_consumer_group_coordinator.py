@@ -165,6 +165,25 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     assert h.consumer().group_epoch == 3
 
 
+def test_a_member_still_revoking_after_a_restart_is_fenced_after_its_rebalance_timeout() -> None:
+    """Kafka's onLoaded schedules the rebalance timeout of every UNREVOKED member again;
+    without it a member that heartbeats but never revokes keeps b waiting for ever."""
+    h = Harness()
+    h.hb("a", 0, rebalance=1000)
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    partition = h.coord.partition_for("g")
+    fresh = Harness(store=FakeStore())
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    fresh.advance(999)  # a keeps its session but never gives its partitions up
+    assert fresh.hb("a", 1, owned={T: [0, 1, 2, 3]}).one.error is E.none
+    fresh.advance(1)
+    assert "a" not in fresh.consumer().members
+    b = fresh.hb("b", fresh.consumer().members["b"].member_epoch, owned={}).one
+    assert parts(b) == {0, 1, 2, 3}
+
+
 def test_leaving_frees_the_partitions_at_once() -> None:
     h = Harness()
     h.hb("a", 0)

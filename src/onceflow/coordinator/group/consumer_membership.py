@@ -71,6 +71,7 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     FencedMember,
+    MemberState,
     preferred_assignor,
     reconcile,
 )
@@ -494,11 +495,9 @@ class ConsumerMembershipManager:
             self._ctx.timers.set(ConsumerSessionDeadline(group_id, member_id), self._ctx.now() + self._session_timeout_ms)
             if replaced is not None:
                 self._cancel_member_timers(group_id, replaced.member_id)
-            if reconciled.state.name == "UNREVOKED_PARTITIONS":
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 if reconciled != updated:
-                    self._rebalance_epochs[(group_id, member_id)] = reconciled.member_epoch
-                    self._ctx.timers.set(ConsumerRebalanceDeadline(group_id, member_id),
-                                         self._ctx.now() + max(reconciled.rebalance_timeout_ms, 0))
+                    self._set_rebalance_deadline(group_id, reconciled)
             else:
                 self._rebalance_epochs.pop((group_id, member_id), None)
                 self._ctx.timers.cancel(ConsumerRebalanceDeadline(group_id, member_id))
@@ -613,18 +612,28 @@ class ConsumerMembershipManager:
         if epoch is not None:
             self._fence_later(group_id, member_id, f"it did not revoke its partitions of epoch {epoch} in time", epoch)
 
+    def _set_rebalance_deadline(self, group_id: str, member: ConsumerMember) -> None:
+        """The member must revoke within its rebalance timeout, from now (Kafka's
+        scheduleConsumerGroupRebalanceTimeout)."""
+        self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
+        self._ctx.timers.set(ConsumerRebalanceDeadline(group_id, member.member_id),
+                             self._ctx.now() + max(member.rebalance_timeout_ms, 0))
+
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
         self._ctx.timers.cancel(ConsumerSessionDeadline(group_id, member_id))
         self._ctx.timers.cancel(ConsumerRebalanceDeadline(group_id, member_id))
         self._rebalance_epochs.pop((group_id, member_id), None)
 
     def on_group_loaded(self, group: GroupMetadata) -> None:
-        """A group read back from the log: its members' sessions start now."""
+        """A group read back from the log: its members' sessions start now, and so do the
+        rebalance timeouts of those still revoking (Kafka's onLoaded)."""
         if group.consumer is None:
             return
         deadline = self._ctx.now() + self._session_timeout_ms
-        for member_id in group.consumer.members:
+        for member_id, member in group.consumer.members.items():
             self._ctx.timers.set(ConsumerSessionDeadline(group.group_id, member_id), deadline)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._set_rebalance_deadline(group.group_id, member)
 
     def forget(self, group: GroupMetadata) -> None:
         """The group is gone (deleted, expired, converted): its members' timers with it."""
