@@ -152,6 +152,22 @@ def test_a_silent_member_is_fenced_after_its_session_and_its_partitions_move() -
     assert set(b.assigned[T]) == {0, 1, 2, 3} and b.state is MemberState.STABLE
 
 
+def test_a_member_whose_heartbeat_is_being_written_when_its_session_ends_is_not_fenced() -> None:
+    """The session deadline fires while the member's heartbeat waits on the store: the
+    fencing step runs after it, and must see that the heartbeat started a new session."""
+    h = Harness()
+    h.hb("a", 0)
+    h.clock.advance(SESSION - 1)
+    box = h.hb("a", 1, topics=("t", "other"), complete=False)  # a change: records to write
+    h.clock.advance(1)
+    h.coord.tick()
+    h.store.complete_all()
+    assert box.one.error is E.none
+    assert "a" in h.consumer().members
+    h.advance(SESSION)
+    assert "a" not in h.consumer().members  # the new session still ends
+
+
 def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     h = Harness()
     h.hb("a", 0, rebalance=1000)

@@ -587,12 +587,19 @@ class ConsumerMembershipManager:
                    rec.encode_consumer_group_epoch(group.group_epoch + 1, new_hash))
         return change
 
-    def _fence_later(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+    def _fence_later(self, group_id: str, member_id: str, reason: str,
+                     timer: ConsumerSessionDeadline | ConsumerRebalanceDeadline, epoch: int | None = None) -> None:
+        """Fence the member once the group's earlier changes are done, unless ``timer`` was set
+        again meanwhile (it heartbeated) or, for a rebalance timeout, the member has left the
+        revoking ``epoch``: Kafka's CoordinatorTimerImpl drops the operation of a timer that
+        was overridden or cancelled while it waited."""
         def step() -> None:
             holder = self._groups.get(group_id)
             group = None if holder is None else holder.consumer
             member = None if group is None else group.members.get(member_id)
-            if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
+            if group is None or member is None or self._ctx.timers.deadline(timer) is not None or (
+                    epoch is not None and (member.member_epoch != epoch
+                                           or member.state is not MemberState.UNREVOKED_PARTITIONS)):
                 self._release(group_id)
                 return
             log.info("consumer group %s: member %s fenced because %s", group_id, member_id, reason)
@@ -605,12 +612,13 @@ class ConsumerMembershipManager:
     # ---------------------------------------------------------------- timers
 
     def on_session_deadline(self, group_id: str, member_id: str) -> None:
-        self._fence_later(group_id, member_id, "its session expired")
+        self._fence_later(group_id, member_id, "its session expired", ConsumerSessionDeadline(group_id, member_id))
 
     def on_rebalance_deadline(self, group_id: str, member_id: str) -> None:
         epoch = self._rebalance_epochs.pop((group_id, member_id), None)
         if epoch is not None:
-            self._fence_later(group_id, member_id, f"it did not revoke its partitions of epoch {epoch} in time", epoch)
+            self._fence_later(group_id, member_id, f"it did not revoke its partitions of epoch {epoch} in time",
+                              ConsumerRebalanceDeadline(group_id, member_id), epoch)
 
     def _set_rebalance_deadline(self, group_id: str, member: ConsumerMember) -> None:
         """The member must revoke within its rebalance timeout, from now (Kafka's
