@@ -168,6 +168,22 @@ def test_a_member_whose_heartbeat_is_being_written_when_its_session_ends_is_not_
     assert "a" not in h.consumer().members  # the new session still ends
 
 
+def test_fencing_that_could_not_be_written_is_tried_again() -> None:
+    """Kafka retries a timer's failed write 500 ms later; a member whose fencing failed
+    once must not keep its partitions for ever."""
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("b", 0)
+    h.clock.advance(SESSION)
+    h.coord.tick()
+    h.store.complete_all(E.not_enough_replicas)  # both fencings fail
+    assert set(h.consumer().members) == {"a", "b"}
+    h.advance(499)
+    assert set(h.consumer().members) == {"a", "b"}
+    h.advance(1)
+    assert h.consumer().members == {}
+
+
 def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     h = Harness()
     h.hb("a", 0, rebalance=1000)

@@ -84,6 +84,10 @@ log = logging.getLogger(__name__)
 #: ConsumerGroupHeartbeat v1+ (KIP-1082): the member id is always the client's.
 CLIENT_MEMBER_ID_VERSION = 1
 
+#: A session or rebalance timeout whose fencing could not be written fires again after this
+#: (Kafka's CoordinatorTimerImpl retry backoff).
+TIMER_RETRY_BACKOFF_MS = 500
+
 
 #: (topic id, partitions) pairs, as the heartbeat carries them.
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
@@ -603,9 +607,17 @@ class ConsumerMembershipManager:
                 self._release(group_id)
                 return
             log.info("consumer group %s: member %s fenced because %s", group_id, member_id, reason)
-            self._commit(group_id, self._fence(group, member),
-                         lambda error: self._cancel_member_timers(group_id, member_id) if error is ErrorCode.none
-                         else None)
+
+            def applied(error: ErrorCode) -> None:
+                if error is ErrorCode.none:
+                    self._cancel_member_timers(group_id, member_id)
+                elif error is not ErrorCode.not_coordinator and self._ctx.timers.deadline(timer) is None:
+                    # Kafka's CoordinatorTimerImpl reschedules a timer whose write failed.
+                    if epoch is not None:
+                        self._rebalance_epochs[(group_id, member_id)] = epoch
+                    self._ctx.timers.set(timer, self._ctx.now() + TIMER_RETRY_BACKOFF_MS)
+
+            self._commit(group_id, self._fence(group, member), applied)
 
         self._run(group_id, step)
 
