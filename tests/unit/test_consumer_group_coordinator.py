@@ -439,6 +439,52 @@ def test_delete_groups_and_listing() -> None:
     assert fresh.coord.group("g") is None
 
 
+def test_a_group_being_joined_is_neither_deleted_nor_turned_classic() -> None:
+    """A member joins an empty group; while its records are written, DeleteGroups and a
+    classic JoinGroup must see a group with a member (Kafka runs them after the join, on
+    its uncommitted state): deleting it left a live group that a restart forgot, and a
+    classic member in it made the join's records unappliable (the group's queue stuck)."""
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("a", -1, topics=None)
+    join = h.hb("b", 0, complete=False)
+    deleted = Box()
+    h.coord.delete_groups(["g"], deleted)
+    classic = Box()
+    h.coord.join_group("g", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, classic)
+    h.store.complete_all()
+    assert deleted.one == {"g": E.non_empty_group}
+    assert classic.one.error is E.inconsistent_group_protocol
+    assert join.one.error is E.none and set(h.consumer().members) == {"b"}
+    fresh = Harness(store=FakeStore())
+    partition = h.coord.partition_for("g")
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    assert fresh.consumer().members == h.consumer().members
+    # A new group: the classic JoinGroup would have created a classic group under the join.
+    first = h.hb("x", 0, group="new", complete=False)
+    classic = Box()
+    h.coord.join_group("new", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, classic)
+    h.store.complete_all()
+    assert classic.one.error is E.inconsistent_group_protocol and first.one.error is E.none
+    assert h.hb("y", 0, group="new").one.error is E.none
+
+
+def test_offset_expiry_does_not_delete_a_group_being_joined() -> None:
+    h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
+    h.commit("", -1, [0])  # an empty group that only stores an offset
+    h.hb("a", 0)
+    h.hb("a", -1, topics=None)
+    h.clock.advance(60_000)
+    join = h.hb("b", 0, topics=("other",), complete=False)
+    h.coord.tick()  # the offset expires while b's join is written
+    h.store.complete_all()
+    assert join.one.error is E.none and set(h.consumer().members) == {"b"}
+    fresh = Harness(store=FakeStore())
+    partition = h.coord.partition_for("g")
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    assert set(fresh.consumer().members) == {"b"}
+
+
 def test_random_rebalances_never_give_one_partition_to_two_members() -> None:
     """Members join, leave and heartbeat in random order, always reporting what they own;
     at no point do two members own a partition, and once quiet everything is assigned."""

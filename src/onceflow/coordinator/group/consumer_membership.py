@@ -247,6 +247,13 @@ class ConsumerMembershipManager:
         self._queues[group_id] = deque()
         step()
 
+    def is_changing(self, group_id: str) -> bool:
+        """A change of the group is being written (or waits for one): what is in memory is
+        about to change.  Kafka's other operations on the group see such a change at once
+        (they run after it, on its uncommitted state); here they must not act on an empty
+        group that is not going to stay empty, or replace a group the change is applied to."""
+        return group_id in self._queues
+
     def _release(self, group_id: str) -> None:
         """The change being made to the group is done: run the next one."""
         queue = self._queues.get(group_id)

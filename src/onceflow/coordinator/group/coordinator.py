@@ -124,8 +124,8 @@ class GroupCoordinator:
             partition_for=self.partition_for,
             topics=topics or dict,
         )
-        self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())))
         self._consumers = consumers = ConsumerMembershipManager(ctx)
+        self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())), consumers.is_changing)
         self._offsets = OffsetManager(ctx, self._membership, consumers)
         membership = self._membership
         runtime.on_timer(HeartbeatDeadline, lambda key, _: membership.on_heartbeat_deadline(key.group_id, key.member_id))
