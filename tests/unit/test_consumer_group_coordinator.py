@@ -343,6 +343,16 @@ def test_changes_of_one_group_wait_for_the_write_before_them() -> None:
     assert first.one.member_epoch == 1 and second.one.member_epoch == 2
 
 
+def test_shutdown_answers_the_heartbeats_waiting_for_a_write() -> None:
+    h = Harness()
+    first, second = h.hb("a", 0, complete=False), h.hb("b", 0, complete=False)
+    h.coord.shutdown()
+    assert first.one.error is E.not_coordinator  # its write was pending
+    assert second.one.error is E.not_coordinator  # it waited for that write
+    h.store.complete_all()
+    assert len(first) == len(second) == 1
+
+
 def test_commits_are_checked_against_member_epochs() -> None:
     h = Harness()
     h.hb("a", 0)

@@ -215,7 +215,8 @@ class ConsumerMembershipManager:
         self._groups = ctx.groups
         self._topics = ctx.topics
         #: group id -> changes waiting for the one being written (the head runs).
-        self._queues: dict[str, deque[Callable[[], None]]] = {}
+        #: Each with how shutdown answers it (None: it answers nobody).
+        self._queues: dict[str, deque[tuple[Callable[[], None], Callable[[], None] | None]]] = {}
         #: (group id, member id) -> the epoch its rebalance timeout was set for.
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
 
@@ -237,12 +238,13 @@ class ConsumerMembershipManager:
 
     # ================================================================ serialising a group's changes
 
-    def _run(self, group_id: str, step: Callable[[], None]) -> None:
-        """Run ``step`` now, or after the group's changes already queued.  Every
-        step ends by calling ``_release`` once: at once, or when its write is done."""
+    def _run(self, group_id: str, step: Callable[[], None], on_shutdown: Callable[[], None] | None = None) -> None:
+        """Run ``step`` now, or after the group's changes already queued (``on_shutdown``
+        answers it if the coordinator stops first).  Every step ends by calling
+        ``_release`` once: at once, or when its write is done."""
         queue = self._queues.get(group_id)
         if queue is not None:
-            queue.append(step)
+            queue.append((step, on_shutdown))
             return
         self._queues[group_id] = deque()
         step()
@@ -262,7 +264,7 @@ class ConsumerMembershipManager:
         if not queue:
             del self._queues[group_id]
             return
-        queue.popleft()()
+        queue.popleft()[0]()
 
     def _commit(self, group_id: str, change: _Change, applied: Callable[[ErrorCode], None]) -> None:
         """Write the change, replay it once durable, then ``applied(error)``.  Releases the group."""
@@ -309,7 +311,8 @@ class ConsumerMembershipManager:
             self._ctx.reply(req.callback, error)
             return
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names a joining member
-        self._run(req.group_id, lambda: self._heartbeat(replace(req, member_id=member_id)))
+        self._run(req.group_id, lambda: self._heartbeat(replace(req, member_id=member_id)),
+                  lambda: self._ctx.reply(req.callback, HeartbeatResult(ErrorCode.not_coordinator)))
 
     def _validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -669,7 +672,13 @@ class ConsumerMembershipManager:
                 self._cancel_member_timers(group.group_id, member_id)
 
     def shutdown(self) -> None:
-        self._queues.clear()
+        """Heartbeats still waiting for an earlier change of their group are answered
+        NOT_COORDINATOR, as the runtime answers those waiting on the store."""
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            for _, on_shutdown in queue:
+                if on_shutdown is not None:
+                    on_shutdown()
         self._rebalance_epochs.clear()
 
     # ---------------------------------------------------------------- topics and assignors
