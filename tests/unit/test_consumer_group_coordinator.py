@@ -435,6 +435,8 @@ def test_delete_groups_and_listing() -> None:
     assert (described.state, described.group_epoch, described.assignor_name) == ("Stable", 1, "uniform")
     assert described.members[0].assignment == ((T, "t", (0, 1, 2, 3)),)
     assert h.coord.consumer_group_describe(["nope"])[0].error is E.group_id_not_found
+    h.commit("", -1, [0], group="")  # a group with the empty id exists (OffsetCommit allows it)
+    assert h.coord.consumer_group_describe([""])[0].error is E.invalid_group_id
     box = Box()
     h.coord.delete_groups(["g"], box)
     assert box.one == {"g": E.non_empty_group}

@@ -325,7 +325,8 @@ class GroupCoordinator:
 
             out = []
             for group_id in group_ids:
-                error = self._ctx.validate_group_status(group_id, allow_empty_id=True)
+                # Kafka's GroupCoordinatorService: the empty id is INVALID_GROUP_ID here.
+                error = self._ctx.validate_group_status(group_id, allow_empty_id=False)
                 group = self._groups.get(group_id)
                 if error is not None:
                     out.append(ConsumerGroupDescription(group_id, error))
