@@ -225,6 +225,8 @@ def test_leaving_frees_the_partitions_at_once() -> None:
     b = h.hb("b", 2, owned={}).one
     assert parts(b) == {0, 1, 2, 3}
     assert h.hb("a", -1, topics=None).one.error is E.unknown_member_id
+    gone = h.hb("a", -1, group="nope", topics=None).one
+    assert (gone.error, gone.error_message) == (E.group_id_not_found, "Group nope not found.")
 
 
 def test_a_static_member_keeps_its_partitions_while_away_and_its_successor_takes_them() -> None:
@@ -232,7 +234,9 @@ def test_a_static_member_keeps_its_partitions_while_away_and_its_successor_takes
     first = h.hb("a", 0, instance="i1").one
     assert parts(first) == {0, 1, 2, 3}
     # Another process with the same instance id while the first is present: refused.
-    assert h.hb("a2", 0, instance="i1").one.error is E.unreleased_instance_id
+    refused = h.hb("a2", 0, instance="i1").one
+    assert (refused.error, refused.error_message) == (E.unreleased_instance_id, (
+        "Static member a2 with instance id i1 cannot join the group because the instance id is owned by a member."))
     # The first leaves for now (-2): it keeps its partitions, nobody else gets them.
     away = h.hb("a", -2, instance="i1", topics=None).one
     assert (away.error, away.member_epoch) == (E.none, -2)

@@ -386,10 +386,11 @@ class ConsumerMembershipManager:
         self._commit(req.group_id, change, applied)
 
     def _existing(self, group_id: str) -> ConsumerGroup:
+        """Kafka's consumerGroup(groupId), with its messages."""
         group = self._groups.get(group_id)
         if group is None or group.consumer is None:
             raise _Refused(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
-                           if group is not None else f"Consumer group {group_id} not found.")
+                           if group is not None else f"Group {group_id} not found.")
         return group.consumer
 
     def _prepare_heartbeat(self, req: HeartbeatRequest) -> tuple[_Change, HeartbeatResult, Callable[[], None]]:
@@ -543,8 +544,8 @@ class ConsumerMembershipManager:
                 return existing, None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise _Refused(ErrorCode.unreleased_instance_id,
-                               f"Static member {existing.member_id} with instance id {req.instance_id} is present in "
-                               f"the consumer group. Leaving the group is required before rejoining.")
+                               f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                               f"group because the instance id is owned by {existing.member_id} member.")
             log.info("consumer group %s: static member %s replaces %s", req.group_id, req.member_id, existing.member_id)
             return replace(existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0), existing
         if existing is None:
