@@ -51,7 +51,7 @@ import hashlib
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ...config import (
@@ -452,7 +452,7 @@ class ConsumerMembershipManager:
                                 or updated.subscribed_topic_regex != member.subscribed_topic_regex)
 
         # The group epoch.
-        topics = self._topics()
+        topics = _TopicsNow(self._topics())
         members = dict(group.members)
         if replaced is not None:
             members.pop(replaced.member_id, None)
@@ -596,7 +596,7 @@ class ConsumerMembershipManager:
         change = _Change()
         change.remove_member(group.group_id, member.member_id)
         rest = [m for m in group.members.values() if m.member_id != member.member_id]
-        topics = self._topics()
+        topics = _TopicsNow(self._topics())
         new_hash = metadata_hash(topics, self._subscribed_names(rest, topics))
         change.add(rec.CONSUMER_GROUP_METADATA, group.group_id,
                    rec.encode_consumer_group_epoch(group.group_epoch + 1, new_hash))
@@ -684,22 +684,15 @@ class ConsumerMembershipManager:
 
     # ---------------------------------------------------------------- topics and assignors
 
-    def _resolve_regex(self, topics: Mapping[str, TopicImage]) -> Callable[[str], frozenset[str]]:
-        def resolve(regex: str) -> frozenset[str]:
-            return frozenset(n for n in topics if n not in INTERNAL_TOPICS and topic_regex.matches(regex, n))
-
-        return resolve
-
-    def _subscribed_names(self, members: Iterable[ConsumerMember], topics: Mapping[str, TopicImage]) -> set[str]:
-        resolve = self._resolve_regex(topics)
+    def _subscribed_names(self, members: Iterable[ConsumerMember], topics: _TopicsNow) -> set[str]:
         names: set[str] = set()
         for m in members:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex:
-                names.update(resolve(m.subscribed_topic_regex))
+                names.update(topics.resolve(m.subscribed_topic_regex))
         return names
 
-    def _topic_ids(self, member: ConsumerMember, topics: Mapping[str, TopicImage]) -> frozenset[uuid.UUID]:
+    def _topic_ids(self, member: ConsumerMember, topics: _TopicsNow) -> frozenset[uuid.UUID]:
         return frozenset(topics[n].topic_id for n in self._subscribed_names([member], topics) if n in topics)
 
     def _partition_epoch(self, group: ConsumerGroup,
@@ -719,7 +712,7 @@ class ConsumerMembershipManager:
 
     def _assign(self, assignor: str, members: Mapping[str, ConsumerMember],
                 targets: Mapping[str, Mapping[uuid.UUID, frozenset[int]]],
-                topics: Mapping[str, TopicImage]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+                topics: _TopicsNow) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         specs = {
             mid: MemberSpec(subscribed_topic_ids=self._topic_ids(m, topics),
                             assigned={t: frozenset(ps) for t, ps in targets.get(mid, {}).items()},
@@ -734,6 +727,33 @@ class ConsumerMembershipManager:
             raise _Refused(ErrorCode.unknown_server_error,
                            f"Failed to compute a new target assignment: {exc}") from None
         return {mid: {t: frozenset(ps) for t, ps in result.get(mid, {}).items() if ps} for mid in members}
+
+
+class _TopicsNow(Mapping[str, TopicImage]):
+    """The broker's topics for one change, each regular expression resolved once against
+    them (every member's subscription is resolved at each heartbeat: members sharing a
+    pattern made it members x topics matches)."""
+
+    def __init__(self, topics: Mapping[str, TopicImage]) -> None:
+        self._topics = topics
+        self._resolved: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, name: str) -> TopicImage:
+        return self._topics[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def resolve(self, regex: str) -> frozenset[str]:
+        """The topics ``regex`` matches whole, internal topics left out."""
+        found = self._resolved.get(regex)
+        if found is None:
+            found = self._resolved[regex] = frozenset(
+                n for n in self._topics if n not in INTERNAL_TOPICS and topic_regex.matches(regex, n))
+        return found
 
 
 def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
