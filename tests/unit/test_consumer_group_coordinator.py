@@ -517,6 +517,26 @@ def test_offset_expiry_does_not_delete_a_group_being_joined() -> None:
     assert set(fresh.consumer().members) == {"b"}
 
 
+def test_describe_shows_the_partitions_a_member_is_revoking_and_no_deleted_topic() -> None:
+    """Kafka's asConsumerGroupDescribeMember: a member still answers for the partitions it
+    is revoking (they were described as nobody's during a rebalance), and a topic gone
+    from the metadata is left out (it was listed with an empty name)."""
+    h = Harness(topics={"t": TopicImage(T, 4), "u": TopicImage(U, 1)})
+    h.hb("a", 0, topics=("t", "u"))
+    h.hb("b", 0, topics=("t",))
+    h.hb("a", 1, topics=None, owned={T: [0, 1, 2, 3], U: [0]})  # a revokes two of t's partitions
+    a = h.consumer().members["a"]
+    assert a.state is MemberState.UNREVOKED_PARTITIONS
+    (described,) = h.coord.consumer_group_describe(["g"])
+    of_a = {m.member_id: m for m in described.members}["a"]
+    assert of_a.assignment == ((T, "t", (0, 1, 2, 3)), (U, "u", (0,)))
+    del h.topics["u"]
+    (described,) = h.coord.consumer_group_describe(["g"])
+    of_a = {m.member_id: m for m in described.members}["a"]
+    assert of_a.assignment == ((T, "t", (0, 1, 2, 3)),)
+    assert of_a.target_assignment == ((T, "t", tuple(sorted(a.assigned[T]))),)
+
+
 def test_random_rebalances_never_give_one_partition_to_two_members() -> None:
     """Members join, leave and heartbeat in random order, always reporting what they own;
     at no point do two members own a partition, and once quiet everything is assigned."""
