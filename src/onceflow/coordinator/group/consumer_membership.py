@@ -27,13 +27,20 @@ the function that also loads the group at start-up), and the heartbeat is
 answered.  A change of a group waits while an earlier change of the same
 group is being written (``_queues``), so every change is prepared from the
 state the previous one left; a failed write applies nothing and the
-heartbeat gets the mapped error.
+heartbeat gets the mapped error.  What acts on a group outside those
+changes (DeleteGroups, offset clean-up, a classic JoinGroup) treats a group
+with a change under way as not empty (``is_changing``), as Kafka, whose
+operations see an earlier one's uncommitted state.
 
 Timers: a member that does not heartbeat within
 ``group.consumer.session.timeout.ms`` is fenced (``ConsumerSessionDeadline``);
 a member that keeps partitions it was asked to revoke for longer than its
 rebalance timeout is fenced (``ConsumerRebalanceDeadline``).  Fencing removes
-the member (tombstones of its three records) and bumps the group epoch.
+the member (tombstones of its three records) and bumps the group epoch.  As
+Kafka's CoordinatorTimerImpl: a fencing waits for the group's changes under
+way and is dropped if the member's timer was set again meanwhile; one whose
+write fails fires again 500 ms later.  A group read back from the log starts
+its members' sessions, and the rebalance timeouts of those revoking, anew.
 
 Not implemented, and answered as Kafka answers with
 ``group.consumer.migration.policy=disabled``: moving a non-empty group
