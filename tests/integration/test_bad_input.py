@@ -3,13 +3,17 @@ closed, the broker logs one line, stored data is untouched and other clients are
 
 from __future__ import annotations
 
+import datetime
 import struct
+import time
 import uuid
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.static.primitive import i32, i32Timedelta
 
 from onceflow.records.builder import build_batch
 from tests.support.broker import BrokerProcess
@@ -104,3 +108,31 @@ def test_metadata_for_an_illegal_topic_name(broker_process: BrokerProcess) -> No
         resp = c.request(MetadataRequest(topics=(MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="absent"),),
                                          allow_auto_topic_creation=False, include_topic_authorized_operations=False))
         assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_consumer_group_heartbeats_with_a_too_long_id_or_a_catastrophic_regex(
+        broker_process: BrokerProcess) -> None:
+    """ConsumerGroupHeartbeat (KIP-848): a member id too long for a record fails that heartbeat
+    (UNKNOWN_SERVER_ERROR; Kafka 4.3.1 does not parse the request and closes the connection) and
+    not the group; a regex that makes a backtracking engine run for hours is matched in linear
+    time (Kafka's RE2J), the broker serving others meanwhile."""
+    bs = broker_process.bootstrap_servers
+    topic = "a" * 30  # `(.*.*)*x` against it: hours for Python's re
+    make_topic(bs, topic)
+
+    def join(member_id: str, group: str = "kip848-bad", **kw: object) -> ConsumerGroupHeartbeatRequest:
+        return ConsumerGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=i32(0),
+                                             rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                                             topic_partitions=(), **kw)
+
+    with WireClient(bs) as c:
+        too_long = c.request(join("m" * 40_000, subscribed_topic_names=(topic,)))
+        assert too_long.error_code == ErrorCode.unknown_server_error
+        ok = c.request(join(str(uuid.uuid4()), subscribed_topic_names=(topic,)))
+        assert (ok.error_code, ok.member_epoch) == (ErrorCode.none, 1), "the group is not stuck"
+        started = time.monotonic()
+        regex = c.request(join(str(uuid.uuid4()), group="kip848-regex", subscribed_topic_regex="(.*.*)*x"))
+        assert regex.error_code == ErrorCode.none and time.monotonic() - started < 5
+        lookahead = c.request(join(str(uuid.uuid4()), group="kip848-regex", subscribed_topic_regex="(?=a)a+"))
+        assert lookahead.error_code == ErrorCode.invalid_regular_expression  # not RE2J's syntax
+    assert api_versions_ok(bs)

@@ -9,6 +9,7 @@ restored by a second coordinator; conversions between the two protocols.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from onceflow.clock import FakeClock
 from onceflow.config import BrokerConfig
 from onceflow.coordinator.group import log_records as rec
+from onceflow.coordinator.group import topic_regex
 from onceflow.coordinator.group.consumer_group import ConsumerGroupState, MemberState
 from onceflow.coordinator.group.consumer_membership import HeartbeatResult
 from onceflow.coordinator.group.coordinator import GroupCoordinator
@@ -151,6 +153,38 @@ def test_a_silent_member_is_fenced_after_its_session_and_its_partitions_move() -
     assert set(b.assigned[T]) == {0, 1, 2, 3} and b.state is MemberState.STABLE
 
 
+def test_a_member_whose_heartbeat_is_being_written_when_its_session_ends_is_not_fenced() -> None:
+    """The session deadline fires while the member's heartbeat waits on the store: the
+    fencing step runs after it, and must see that the heartbeat started a new session."""
+    h = Harness()
+    h.hb("a", 0)
+    h.clock.advance(SESSION - 1)
+    box = h.hb("a", 1, topics=("t", "other"), complete=False)  # a change: records to write
+    h.clock.advance(1)
+    h.coord.tick()
+    h.store.complete_all()
+    assert box.one.error is E.none
+    assert "a" in h.consumer().members
+    h.advance(SESSION)
+    assert "a" not in h.consumer().members  # the new session still ends
+
+
+def test_fencing_that_could_not_be_written_is_tried_again() -> None:
+    """Kafka retries a timer's failed write 500 ms later; a member whose fencing failed
+    once must not keep its partitions for ever."""
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("b", 0)
+    h.clock.advance(SESSION)
+    h.coord.tick()
+    h.store.complete_all(E.not_enough_replicas)  # both fencings fail
+    assert set(h.consumer().members) == {"a", "b"}
+    h.advance(499)
+    assert set(h.consumer().members) == {"a", "b"}
+    h.advance(1)
+    assert h.consumer().members == {}
+
+
 def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     h = Harness()
     h.hb("a", 0, rebalance=1000)
@@ -164,6 +198,25 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     assert h.consumer().group_epoch == 3
 
 
+def test_a_member_still_revoking_after_a_restart_is_fenced_after_its_rebalance_timeout() -> None:
+    """Kafka's onLoaded schedules the rebalance timeout of every UNREVOKED member again;
+    without it a member that heartbeats but never revokes keeps b waiting for ever."""
+    h = Harness()
+    h.hb("a", 0, rebalance=1000)
+    h.hb("b", 0)
+    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    partition = h.coord.partition_for("g")
+    fresh = Harness(store=FakeStore())
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    fresh.advance(999)  # a keeps its session but never gives its partitions up
+    assert fresh.hb("a", 1, owned={T: [0, 1, 2, 3]}).one.error is E.none
+    fresh.advance(1)
+    assert "a" not in fresh.consumer().members
+    b = fresh.hb("b", fresh.consumer().members["b"].member_epoch, owned={}).one
+    assert parts(b) == {0, 1, 2, 3}
+
+
 def test_leaving_frees_the_partitions_at_once() -> None:
     h = Harness()
     h.hb("a", 0)
@@ -173,6 +226,8 @@ def test_leaving_frees_the_partitions_at_once() -> None:
     b = h.hb("b", 2, owned={}).one
     assert parts(b) == {0, 1, 2, 3}
     assert h.hb("a", -1, topics=None).one.error is E.unknown_member_id
+    gone = h.hb("a", -1, group="nope", topics=None).one
+    assert (gone.error, gone.error_message) == (E.group_id_not_found, "Group nope not found.")
 
 
 def test_a_static_member_keeps_its_partitions_while_away_and_its_successor_takes_them() -> None:
@@ -180,7 +235,9 @@ def test_a_static_member_keeps_its_partitions_while_away_and_its_successor_takes
     first = h.hb("a", 0, instance="i1").one
     assert parts(first) == {0, 1, 2, 3}
     # Another process with the same instance id while the first is present: refused.
-    assert h.hb("a2", 0, instance="i1").one.error is E.unreleased_instance_id
+    refused = h.hb("a2", 0, instance="i1").one
+    assert (refused.error, refused.error_message) == (E.unreleased_instance_id, (
+        "Static member a2 with instance id i1 cannot join the group because the instance id is owned by a member."))
     # The first leaves for now (-2): it keeps its partitions, nobody else gets them.
     away = h.hb("a", -2, instance="i1", topics=None).one
     assert (away.error, away.member_epoch) == (E.none, -2)
@@ -223,6 +280,20 @@ def test_unknown_assignors_and_bad_regexes_are_refused() -> None:
     assert h.store.log == []
 
 
+@pytest.mark.parametrize("field", ["member_id", "topic", "instance", "rack"])
+def test_a_string_too_long_for_a_record_fails_the_heartbeat_but_not_the_group(field: str) -> None:
+    """A string over 32767 bytes cannot be written in a record: the heartbeat fails with
+    UNKNOWN_SERVER_ERROR (Kafka's answer to an operation that raises; Kafka itself does not
+    parse such a request and closes the connection) and the group's next changes still run."""
+    h = Harness()
+    long = "x" * 40_000
+    kwargs: dict = {"topic": {"topics": (long,)}, "instance": {"instance": long}, "rack": {"rack": long}}.get(field, {})
+    r = h.hb(long if field == "member_id" else "m", 0, **kwargs).one
+    assert r.error is E.unknown_server_error
+    assert h.store.log == [] and h.coord.group("g") is None
+    assert h.hb("a", 0).one.error is E.none
+
+
 def test_a_v0_member_without_an_id_is_named_by_the_coordinator() -> None:
     r = Harness().hb("", 0, version=0).one
     assert r.error is E.none and uuid.UUID(r.member_id)
@@ -235,6 +306,36 @@ def test_a_regex_subscription_follows_the_topics_that_match() -> None:
     h.topics["tt"] = TopicImage(uuid.UUID(int=3), 1)  # a new matching topic: the next heartbeat assigns it
     again = h.hb("a", 1, topics=None, owned={T: [0, 1]}).one
     assert again.member_epoch == 2 and parts(again, uuid.UUID(int=3)) == {0}
+
+
+def test_a_regex_is_matched_in_linear_time_with_re2_syntax() -> None:
+    """Kafka matches with RE2J: ``(.*.*)*x`` against a 14-character name takes
+    seconds with a backtracking engine (hours at 25), on the broker's event loop."""
+    h = Harness(topics={"a" * 14: TopicImage(T, 1), "ax": TopicImage(U, 1)})
+    started = time.monotonic()
+    r = h.hb("a", 0, topics=None, regex="(.*.*)*x").one
+    assert time.monotonic() - started < 1
+    assert (r.error, r.assignment) == (E.none, ((U, (0,)),))
+    # RE2's syntax, not Python's: no lookaround, no backreferences.
+    for regex in ("(?=t)t", r"(t)\1"):
+        bad = h.hb("b", 0, topics=None, regex=regex).one
+        assert bad.error is E.invalid_regular_expression, regex
+        assert bad.error_message.startswith(f"SubscribedTopicRegex `{regex}` is not a valid regular expression: ")
+
+
+def test_a_pattern_shared_by_members_is_matched_once_per_topic_and_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every member's subscription is resolved at each heartbeat: 100 members sharing a
+    pattern and 1000 topics made 100,000 matches (50 ms) per heartbeat on the event loop."""
+    h = Harness(topics={f"t{i}": TopicImage(uuid.UUID(int=i + 1), 1) for i in range(50)})
+    for i in range(20):
+        h.hb(f"m{i}", 0, topics=None, regex="t1.*")
+    calls = []
+    real = topic_regex.matches
+    monkeypatch.setattr(topic_regex, "matches", lambda regex, topic: calls.append(topic) or real(regex, topic))
+    m = h.consumer().members["m5"]
+    assert h.hb("m5", m.member_epoch, topics=None, owned={t: sorted(ps) for t, ps in m.assigned.items()}).one.error \
+        is E.none
+    assert len(calls) == 50
 
 
 def test_a_topic_that_grows_bumps_the_group_epoch() -> None:
@@ -260,6 +361,16 @@ def test_changes_of_one_group_wait_for_the_write_before_them() -> None:
     assert len(h.store.pending) == 1  # b's change is prepared only after a's is applied
     h.store.complete_all()
     assert first.one.member_epoch == 1 and second.one.member_epoch == 2
+
+
+def test_shutdown_answers_the_heartbeats_waiting_for_a_write() -> None:
+    h = Harness()
+    first, second = h.hb("a", 0, complete=False), h.hb("b", 0, complete=False)
+    h.coord.shutdown()
+    assert first.one.error is E.not_coordinator  # its write was pending
+    assert second.one.error is E.not_coordinator  # it waited for that write
+    h.store.complete_all()
+    assert len(first) == len(second) == 1
 
 
 def test_commits_are_checked_against_member_epochs() -> None:
@@ -344,6 +455,8 @@ def test_delete_groups_and_listing() -> None:
     assert (described.state, described.group_epoch, described.assignor_name) == ("Stable", 1, "uniform")
     assert described.members[0].assignment == ((T, "t", (0, 1, 2, 3)),)
     assert h.coord.consumer_group_describe(["nope"])[0].error is E.group_id_not_found
+    h.commit("", -1, [0], group="")  # a group with the empty id exists (OffsetCommit allows it)
+    assert h.coord.consumer_group_describe([""])[0].error is E.invalid_group_id
     box = Box()
     h.coord.delete_groups(["g"], box)
     assert box.one == {"g": E.non_empty_group}
@@ -356,6 +469,72 @@ def test_delete_groups_and_listing() -> None:
     partition = h.coord.partition_for("g")
     fresh.coord.load_partition(partition, h.store.partition_entries(partition))
     assert fresh.coord.group("g") is None
+
+
+def test_a_group_being_joined_is_neither_deleted_nor_turned_classic() -> None:
+    """A member joins an empty group; while its records are written, DeleteGroups and a
+    classic JoinGroup must see a group with a member (Kafka runs them after the join, on
+    its uncommitted state): deleting it left a live group that a restart forgot, and a
+    classic member in it made the join's records unappliable (the group's queue stuck)."""
+    h = Harness()
+    h.hb("a", 0)
+    h.hb("a", -1, topics=None)
+    join = h.hb("b", 0, complete=False)
+    deleted = Box()
+    h.coord.delete_groups(["g"], deleted)
+    classic = Box()
+    h.coord.join_group("g", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, classic)
+    h.store.complete_all()
+    assert deleted.one == {"g": E.non_empty_group}
+    assert classic.one.error is E.inconsistent_group_protocol
+    assert join.one.error is E.none and set(h.consumer().members) == {"b"}
+    fresh = Harness(store=FakeStore())
+    partition = h.coord.partition_for("g")
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    assert fresh.consumer().members == h.consumer().members
+    # A new group: the classic JoinGroup would have created a classic group under the join.
+    first = h.hb("x", 0, group="new", complete=False)
+    classic = Box()
+    h.coord.join_group("new", "", None, "consumer", RANGE, 10_000, 30_000, False, "c", "/h", None, classic)
+    h.store.complete_all()
+    assert classic.one.error is E.inconsistent_group_protocol and first.one.error is E.none
+    assert h.hb("y", 0, group="new").one.error is E.none
+
+
+def test_offset_expiry_does_not_delete_a_group_being_joined() -> None:
+    h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
+    h.commit("", -1, [0])  # an empty group that only stores an offset
+    h.hb("a", 0)
+    h.hb("a", -1, topics=None)
+    h.clock.advance(60_000)
+    join = h.hb("b", 0, topics=("other",), complete=False)
+    h.coord.tick()  # the offset expires while b's join is written
+    h.store.complete_all()
+    assert join.one.error is E.none and set(h.consumer().members) == {"b"}
+    fresh = Harness(store=FakeStore())
+    partition = h.coord.partition_for("g")
+    fresh.coord.load_partition(partition, h.store.partition_entries(partition))
+    assert set(fresh.consumer().members) == {"b"}
+
+
+def test_describe_shows_the_partitions_a_member_is_revoking_and_no_deleted_topic() -> None:
+    """Kafka's asConsumerGroupDescribeMember: a member still answers for the partitions it
+    is revoking (they were described as nobody's during a rebalance), and a topic gone
+    from the metadata is left out (it was listed with an empty name)."""
+    h = Harness(topics={"t": TopicImage(T, 4), "u": TopicImage(U, 1)})
+    h.hb("a", 0, topics=("t", "u"))
+    h.hb("b", 0, topics=("t",))
+    h.hb("a", 1, topics=None, owned={T: [0, 1, 2, 3], U: [0]})  # a revokes two of t's partitions
+    a = h.consumer().members["a"]
+    assert a.state is MemberState.UNREVOKED_PARTITIONS
+    (described,) = h.coord.consumer_group_describe(["g"])
+    of_a = {m.member_id: m for m in described.members}["a"]
+    assert of_a.assignment == ((T, "t", (0, 1, 2, 3)), (U, "u", (0,)))
+    del h.topics["u"]
+    (described,) = h.coord.consumer_group_describe(["g"])
+    of_a = {m.member_id: m for m in described.members}["a"]
+    assert of_a.assignment == ((T, "t", (0, 1, 2, 3)),)
+    assert of_a.target_assignment == ((T, "t", tuple(sorted(a.assigned[T]))),)
 
 
 def test_random_rebalances_never_give_one_partition_to_two_members() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 from hypothesis import given
@@ -176,3 +177,26 @@ def test_flexible_group_value_v4() -> None:
 def test_malformed(decode, data: bytes) -> None:
     with pytest.raises(rec.RecordDecodeError):
         decode(data)
+
+
+def _current_assignment(member_epoch: int, epochs_tag: list[int] | None, partitions: list[int]) -> bytes:
+    """A ConsumerGroupCurrentMemberAssignmentValue v0 of one topic, its assignment epochs (tag 0) optional."""
+    topic = uuid.UUID(int=7)
+    body = struct.pack(">h", 0) + struct.pack(">ii", member_epoch, member_epoch) + b"\x00"  # state STABLE
+    body += uvarint(2) + topic.bytes + uvarint(len(partitions) + 1) + b"".join(struct.pack(">i", p) for p in partitions)
+    if epochs_tag is None:
+        body += uvarint(0)
+    else:
+        tag = uvarint(len(epochs_tag) + 1) + b"".join(struct.pack(">i", e) for e in epochs_tag)
+        body += uvarint(1) + uvarint(0) + uvarint(len(tag)) + tag
+    return body + uvarint(1) + uvarint(0)  # no partitions pending revocation, no tagged fields
+
+
+def test_current_assignments_without_usable_epochs_read_as_kafka_reads_them() -> None:
+    """Kafka's assignmentFromTopicPartitions: before 4.3 no epochs (the member epoch, at
+    least 0: a static member away is at -2); epochs not one per partition: the same."""
+    topic = uuid.UUID(int=7)
+    assert rec.decode_current_assignment(_current_assignment(5, [3, 4], [0, 1])).assigned == {topic: {0: 3, 1: 4}}
+    assert rec.decode_current_assignment(_current_assignment(5, None, [0, 1])).assigned == {topic: {0: 5, 1: 5}}
+    assert rec.decode_current_assignment(_current_assignment(-2, None, [0])).assigned == {topic: {0: 0}}
+    assert rec.decode_current_assignment(_current_assignment(5, [3], [0, 1])).assigned == {topic: {0: 5, 1: 5}}

@@ -27,31 +27,38 @@ the function that also loads the group at start-up), and the heartbeat is
 answered.  A change of a group waits while an earlier change of the same
 group is being written (``_queues``), so every change is prepared from the
 state the previous one left; a failed write applies nothing and the
-heartbeat gets the mapped error.
+heartbeat gets the mapped error.  What acts on a group outside those
+changes (DeleteGroups, offset clean-up, a classic JoinGroup) treats a group
+with a change under way as not empty (``is_changing``), as Kafka, whose
+operations see an earlier one's uncommitted state.
 
 Timers: a member that does not heartbeat within
 ``group.consumer.session.timeout.ms`` is fenced (``ConsumerSessionDeadline``);
 a member that keeps partitions it was asked to revoke for longer than its
 rebalance timeout is fenced (``ConsumerRebalanceDeadline``).  Fencing removes
-the member (tombstones of its three records) and bumps the group epoch.
+the member (tombstones of its three records) and bumps the group epoch.  As
+Kafka's CoordinatorTimerImpl: a fencing waits for the group's changes under
+way and is dropped if the member's timer was set again meanwhile; one whose
+write fails fires again 500 ms later.  A group read back from the log starts
+its members' sessions, and the rebalance timeouts of those revoking, anew.
 
 Not implemented, and answered as Kafka answers with
 ``group.consumer.migration.policy=disabled``: moving a non-empty group
 between the classic and the consumer protocol (GROUP_ID_NOT_FOUND here,
 INCONSISTENT_GROUP_PROTOCOL to a classic JoinGroup).  Empty groups convert
 both ways.  Regular-expression subscriptions are resolved at each heartbeat
-with Python's ``re`` (full match, as RE2J's ``matches``); the resolved
-topics are not persisted (Kafka's ConsumerGroupRegularExpression records).
+with RE2 (``topic_regex``: Kafka's RE2J, full match, linear time); the
+resolved topics are not persisted (Kafka's ConsumerGroupRegularExpression
+records).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ...config import (
@@ -63,6 +70,7 @@ from ...config import (
 from ...protocol.errors import ErrorCode
 from .. import INTERNAL_TOPICS
 from . import log_records as rec
+from . import topic_regex
 from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError, TopicSpec
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -70,6 +78,7 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerMember,
     FencedMember,
+    MemberState,
     preferred_assignor,
     reconcile,
 )
@@ -81,6 +90,10 @@ log = logging.getLogger(__name__)
 
 #: ConsumerGroupHeartbeat v1+ (KIP-1082): the member id is always the client's.
 CLIENT_MEMBER_ID_VERSION = 1
+
+#: A session or rebalance timeout whose fencing could not be written fires again after this
+#: (Kafka's CoordinatorTimerImpl retry backoff).
+TIMER_RETRY_BACKOFF_MS = 500
 
 
 #: (topic id, partitions) pairs, as the heartbeat carries them.
@@ -209,7 +222,8 @@ class ConsumerMembershipManager:
         self._groups = ctx.groups
         self._topics = ctx.topics
         #: group id -> changes waiting for the one being written (the head runs).
-        self._queues: dict[str, deque[Callable[[], None]]] = {}
+        #: Each with how shutdown answers it (None: it answers nobody).
+        self._queues: dict[str, deque[tuple[Callable[[], None], Callable[[], None] | None]]] = {}
         #: (group id, member id) -> the epoch its rebalance timeout was set for.
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
 
@@ -231,15 +245,23 @@ class ConsumerMembershipManager:
 
     # ================================================================ serialising a group's changes
 
-    def _run(self, group_id: str, step: Callable[[], None]) -> None:
-        """Run ``step`` now, or after the group's changes already queued.  Every
-        step ends by calling ``_release`` once: at once, or when its write is done."""
+    def _run(self, group_id: str, step: Callable[[], None], on_shutdown: Callable[[], None] | None = None) -> None:
+        """Run ``step`` now, or after the group's changes already queued (``on_shutdown``
+        answers it if the coordinator stops first).  Every step ends by calling
+        ``_release`` once: at once, or when its write is done."""
         queue = self._queues.get(group_id)
         if queue is not None:
-            queue.append(step)
+            queue.append((step, on_shutdown))
             return
         self._queues[group_id] = deque()
         step()
+
+    def is_changing(self, group_id: str) -> bool:
+        """A change of the group is being written (or waits for one): what is in memory is
+        about to change.  Kafka's other operations on the group see such a change at once
+        (they run after it, on its uncommitted state); here they must not act on an empty
+        group that is not going to stay empty, or replace a group the change is applied to."""
+        return group_id in self._queues
 
     def _release(self, group_id: str) -> None:
         """The change being made to the group is done: run the next one."""
@@ -249,7 +271,7 @@ class ConsumerMembershipManager:
         if not queue:
             del self._queues[group_id]
             return
-        queue.popleft()()
+        queue.popleft()[0]()
 
     def _commit(self, group_id: str, change: _Change, applied: Callable[[ErrorCode], None]) -> None:
         """Write the change, replay it once durable, then ``applied(error)``.  Releases the group."""
@@ -296,7 +318,8 @@ class ConsumerMembershipManager:
             self._ctx.reply(req.callback, error)
             return
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names a joining member
-        self._run(req.group_id, lambda: self._heartbeat(replace(req, member_id=member_id)))
+        self._run(req.group_id, lambda: self._heartbeat(replace(req, member_id=member_id)),
+                  lambda: self._ctx.reply(req.callback, HeartbeatResult(ErrorCode.not_coordinator)))
 
     def _validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -333,8 +356,8 @@ class ConsumerMembershipManager:
                                    f"{', '.join(self._assignors)}.")
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                topic_regex.validate(req.subscribed_topic_regex)
+            except topic_regex.InvalidRegex as exc:
                 return HeartbeatResult(ErrorCode.invalid_regular_expression,
                                        f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
                                        f"expression: {exc}.")
@@ -353,6 +376,12 @@ class ConsumerMembershipManager:
             answer(HeartbeatResult(refused.error, refused.message))
             self._release(req.group_id)
             return
+        except Exception:  # a record that cannot be written (a string over 32767 bytes, say)
+            # Kafka's handleOperationException: the operation fails, the group carries on.
+            log.exception("consumer group %s: the heartbeat of member %s failed", req.group_id, req.member_id[:200])
+            answer(HeartbeatResult(ErrorCode.unknown_server_error))
+            self._release(req.group_id)
+            return
 
         def applied(error: ErrorCode) -> None:
             if error is not ErrorCode.none:
@@ -364,10 +393,11 @@ class ConsumerMembershipManager:
         self._commit(req.group_id, change, applied)
 
     def _existing(self, group_id: str) -> ConsumerGroup:
+        """Kafka's consumerGroup(groupId), with its messages."""
         group = self._groups.get(group_id)
         if group is None or group.consumer is None:
             raise _Refused(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
-                           if group is not None else f"Consumer group {group_id} not found.")
+                           if group is not None else f"Group {group_id} not found.")
         return group.consumer
 
     def _prepare_heartbeat(self, req: HeartbeatRequest) -> tuple[_Change, HeartbeatResult, Callable[[], None]]:
@@ -429,7 +459,7 @@ class ConsumerMembershipManager:
                                 or updated.subscribed_topic_regex != member.subscribed_topic_regex)
 
         # The group epoch.
-        topics = self._topics()
+        topics = _TopicsNow(self._topics())
         members = dict(group.members)
         if replaced is not None:
             members.pop(replaced.member_id, None)
@@ -487,11 +517,9 @@ class ConsumerMembershipManager:
             self._ctx.timers.set(ConsumerSessionDeadline(group_id, member_id), self._ctx.now() + self._session_timeout_ms)
             if replaced is not None:
                 self._cancel_member_timers(group_id, replaced.member_id)
-            if reconciled.state.name == "UNREVOKED_PARTITIONS":
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 if reconciled != updated:
-                    self._rebalance_epochs[(group_id, member_id)] = reconciled.member_epoch
-                    self._ctx.timers.set(ConsumerRebalanceDeadline(group_id, member_id),
-                                         self._ctx.now() + max(reconciled.rebalance_timeout_ms, 0))
+                    self._set_rebalance_deadline(group_id, reconciled)
             else:
                 self._rebalance_epochs.pop((group_id, member_id), None)
                 self._ctx.timers.cancel(ConsumerRebalanceDeadline(group_id, member_id))
@@ -523,8 +551,8 @@ class ConsumerMembershipManager:
                 return existing, None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise _Refused(ErrorCode.unreleased_instance_id,
-                               f"Static member {existing.member_id} with instance id {req.instance_id} is present in "
-                               f"the consumer group. Leaving the group is required before rejoining.")
+                               f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
+                               f"group because the instance id is owned by {existing.member_id} member.")
             log.info("consumer group %s: static member %s replaces %s", req.group_id, req.member_id, existing.member_id)
             return replace(existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0), existing
         if existing is None:
@@ -575,36 +603,59 @@ class ConsumerMembershipManager:
         change = _Change()
         change.remove_member(group.group_id, member.member_id)
         rest = [m for m in group.members.values() if m.member_id != member.member_id]
-        topics = self._topics()
+        topics = _TopicsNow(self._topics())
         new_hash = metadata_hash(topics, self._subscribed_names(rest, topics))
         change.add(rec.CONSUMER_GROUP_METADATA, group.group_id,
                    rec.encode_consumer_group_epoch(group.group_epoch + 1, new_hash))
         return change
 
-    def _fence_later(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+    def _fence_later(self, group_id: str, member_id: str, reason: str,
+                     timer: ConsumerSessionDeadline | ConsumerRebalanceDeadline, epoch: int | None = None) -> None:
+        """Fence the member once the group's earlier changes are done, unless ``timer`` was set
+        again meanwhile (it heartbeated) or, for a rebalance timeout, the member has left the
+        revoking ``epoch``: Kafka's CoordinatorTimerImpl drops the operation of a timer that
+        was overridden or cancelled while it waited."""
         def step() -> None:
             holder = self._groups.get(group_id)
             group = None if holder is None else holder.consumer
             member = None if group is None else group.members.get(member_id)
-            if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
+            if group is None or member is None or self._ctx.timers.deadline(timer) is not None or (
+                    epoch is not None and (member.member_epoch != epoch
+                                           or member.state is not MemberState.UNREVOKED_PARTITIONS)):
                 self._release(group_id)
                 return
             log.info("consumer group %s: member %s fenced because %s", group_id, member_id, reason)
-            self._commit(group_id, self._fence(group, member),
-                         lambda error: self._cancel_member_timers(group_id, member_id) if error is ErrorCode.none
-                         else None)
+
+            def applied(error: ErrorCode) -> None:
+                if error is ErrorCode.none:
+                    self._cancel_member_timers(group_id, member_id)
+                elif error is not ErrorCode.not_coordinator and self._ctx.timers.deadline(timer) is None:
+                    # Kafka's CoordinatorTimerImpl reschedules a timer whose write failed.
+                    if epoch is not None:
+                        self._rebalance_epochs[(group_id, member_id)] = epoch
+                    self._ctx.timers.set(timer, self._ctx.now() + TIMER_RETRY_BACKOFF_MS)
+
+            self._commit(group_id, self._fence(group, member), applied)
 
         self._run(group_id, step)
 
     # ---------------------------------------------------------------- timers
 
     def on_session_deadline(self, group_id: str, member_id: str) -> None:
-        self._fence_later(group_id, member_id, "its session expired")
+        self._fence_later(group_id, member_id, "its session expired", ConsumerSessionDeadline(group_id, member_id))
 
     def on_rebalance_deadline(self, group_id: str, member_id: str) -> None:
         epoch = self._rebalance_epochs.pop((group_id, member_id), None)
         if epoch is not None:
-            self._fence_later(group_id, member_id, f"it did not revoke its partitions of epoch {epoch} in time", epoch)
+            self._fence_later(group_id, member_id, f"it did not revoke its partitions of epoch {epoch} in time",
+                              ConsumerRebalanceDeadline(group_id, member_id), epoch)
+
+    def _set_rebalance_deadline(self, group_id: str, member: ConsumerMember) -> None:
+        """The member must revoke within its rebalance timeout, from now (Kafka's
+        scheduleConsumerGroupRebalanceTimeout)."""
+        self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
+        self._ctx.timers.set(ConsumerRebalanceDeadline(group_id, member.member_id),
+                             self._ctx.now() + max(member.rebalance_timeout_ms, 0))
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
         self._ctx.timers.cancel(ConsumerSessionDeadline(group_id, member_id))
@@ -612,12 +663,15 @@ class ConsumerMembershipManager:
         self._rebalance_epochs.pop((group_id, member_id), None)
 
     def on_group_loaded(self, group: GroupMetadata) -> None:
-        """A group read back from the log: its members' sessions start now."""
+        """A group read back from the log: its members' sessions start now, and so do the
+        rebalance timeouts of those still revoking (Kafka's onLoaded)."""
         if group.consumer is None:
             return
         deadline = self._ctx.now() + self._session_timeout_ms
-        for member_id in group.consumer.members:
+        for member_id, member in group.consumer.members.items():
             self._ctx.timers.set(ConsumerSessionDeadline(group.group_id, member_id), deadline)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._set_rebalance_deadline(group.group_id, member)
 
     def forget(self, group: GroupMetadata) -> None:
         """The group is gone (deleted, expired, converted): its members' timers with it."""
@@ -626,31 +680,26 @@ class ConsumerMembershipManager:
                 self._cancel_member_timers(group.group_id, member_id)
 
     def shutdown(self) -> None:
-        self._queues.clear()
+        """Heartbeats still waiting for an earlier change of their group are answered
+        NOT_COORDINATOR, as the runtime answers those waiting on the store."""
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            for _, on_shutdown in queue:
+                if on_shutdown is not None:
+                    on_shutdown()
         self._rebalance_epochs.clear()
 
     # ---------------------------------------------------------------- topics and assignors
 
-    def _resolve_regex(self, topics: Mapping[str, TopicImage]) -> Callable[[str], frozenset[str]]:
-        def resolve(regex: str) -> frozenset[str]:
-            try:
-                pattern = re.compile(regex)
-            except re.error:
-                return frozenset()
-            return frozenset(n for n in topics if n not in INTERNAL_TOPICS and pattern.fullmatch(n))
-
-        return resolve
-
-    def _subscribed_names(self, members: Iterable[ConsumerMember], topics: Mapping[str, TopicImage]) -> set[str]:
-        resolve = self._resolve_regex(topics)
+    def _subscribed_names(self, members: Iterable[ConsumerMember], topics: _TopicsNow) -> set[str]:
         names: set[str] = set()
         for m in members:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex:
-                names.update(resolve(m.subscribed_topic_regex))
+                names.update(topics.resolve(m.subscribed_topic_regex))
         return names
 
-    def _topic_ids(self, member: ConsumerMember, topics: Mapping[str, TopicImage]) -> frozenset[uuid.UUID]:
+    def _topic_ids(self, member: ConsumerMember, topics: _TopicsNow) -> frozenset[uuid.UUID]:
         return frozenset(topics[n].topic_id for n in self._subscribed_names([member], topics) if n in topics)
 
     def _partition_epoch(self, group: ConsumerGroup,
@@ -670,7 +719,7 @@ class ConsumerMembershipManager:
 
     def _assign(self, assignor: str, members: Mapping[str, ConsumerMember],
                 targets: Mapping[str, Mapping[uuid.UUID, frozenset[int]]],
-                topics: Mapping[str, TopicImage]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+                topics: _TopicsNow) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         specs = {
             mid: MemberSpec(subscribed_topic_ids=self._topic_ids(m, topics),
                             assigned={t: frozenset(ps) for t, ps in targets.get(mid, {}).items()},
@@ -685,6 +734,33 @@ class ConsumerMembershipManager:
             raise _Refused(ErrorCode.unknown_server_error,
                            f"Failed to compute a new target assignment: {exc}") from None
         return {mid: {t: frozenset(ps) for t, ps in result.get(mid, {}).items() if ps} for mid in members}
+
+
+class _TopicsNow(Mapping[str, TopicImage]):
+    """The broker's topics for one change, each regular expression resolved once against
+    them (every member's subscription is resolved at each heartbeat: members sharing a
+    pattern made it members x topics matches)."""
+
+    def __init__(self, topics: Mapping[str, TopicImage]) -> None:
+        self._topics = topics
+        self._resolved: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, name: str) -> TopicImage:
+        return self._topics[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def resolve(self, regex: str) -> frozenset[str]:
+        """The topics ``regex`` matches whole, internal topics left out."""
+        found = self._resolved.get(regex)
+        if found is None:
+            found = self._resolved[regex] = frozenset(
+                n for n in self._topics if n not in INTERNAL_TOPICS and topic_regex.matches(regex, n))
+        return found
 
 
 def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:

@@ -124,8 +124,8 @@ class GroupCoordinator:
             partition_for=self.partition_for,
             topics=topics or dict,
         )
-        self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())))
         self._consumers = consumers = ConsumerMembershipManager(ctx)
+        self._membership = MembershipManager(ctx, member_id_suffix or (lambda: str(uuid.uuid4())), consumers.is_changing)
         self._offsets = OffsetManager(ctx, self._membership, consumers)
         membership = self._membership
         runtime.on_timer(HeartbeatDeadline, lambda key, _: membership.on_heartbeat_deadline(key.group_id, key.member_id))
@@ -320,12 +320,20 @@ class GroupCoordinator:
         with self._api():
             names = {t.topic_id: name for name, t in self._ctx.topics().items()}
 
-            def described(assignment: Mapping[uuid.UUID, Iterable[int]]) -> DescribedPartitions:
-                return tuple((t, names.get(t, ""), tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
+            def described(*assignments: Mapping[uuid.UUID, Iterable[int]]) -> DescribedPartitions:
+                """Kafka's ConsumerGroupMember.asConsumerGroupDescribeMember: topics that no longer
+                exist left out; a member's partitions pending revocation are still its own."""
+                merged: dict[uuid.UUID, set[int]] = {}
+                for assignment in assignments:
+                    for t, ps in assignment.items():
+                        if t in names:
+                            merged.setdefault(t, set()).update(ps)
+                return tuple((t, names[t], tuple(sorted(ps))) for t, ps in sorted(merged.items()) if ps)
 
             out = []
             for group_id in group_ids:
-                error = self._ctx.validate_group_status(group_id, allow_empty_id=True)
+                # Kafka's GroupCoordinatorService: the empty id is INVALID_GROUP_ID here.
+                error = self._ctx.validate_group_status(group_id, allow_empty_id=False)
                 group = self._groups.get(group_id)
                 if error is not None:
                     out.append(ConsumerGroupDescription(group_id, error))
@@ -343,7 +351,8 @@ class GroupCoordinator:
                     members=tuple(
                         ConsumerMemberDescription(
                             m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-                            m.subscribed_topic_names, m.subscribed_topic_regex, described(m.assigned),
+                            m.subscribed_topic_names, m.subscribed_topic_regex,
+                            described(m.assigned, m.pending_revocation),
                             described(c.target.get(m.member_id, {})))
                         for m in c.members.values()
                     ),

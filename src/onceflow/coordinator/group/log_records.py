@@ -46,11 +46,14 @@ Malformed bytes raise ``RecordDecodeError``.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..serde import Reader, RecordDecodeError, UnknownKey, Writer
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ConsumerGroupKey",
@@ -415,6 +418,10 @@ def decode_target_assignment_member(data: bytes) -> dict[uuid.UUID, frozenset[in
 
 
 def _read_epoch_assignment(r: Reader, default_epoch: int) -> dict[uuid.UUID, dict[int, int]]:
+    """Kafka's Utils.assignmentFromTopicPartitions: a topic whose record carries no
+    assignment epochs (before Kafka 4.3), or not one per partition (logged), takes the
+    member epoch for each, never below 0 (a static member away is at -2)."""
+    default_epoch = max(default_epoch, 0)
     out: dict[uuid.UUID, dict[int, int]] = {}
     for _ in range(r.required_array_length()):
         topic_id = r.uuid()
@@ -426,8 +433,9 @@ def _read_epoch_assignment(r: Reader, default_epoch: int) -> dict[uuid.UUID, dic
             n = t.array_length(nullable=True)
             epochs = None if n is None else [t.int32() for _ in range(n)]
         if epochs is not None and len(epochs) != len(partitions):
-            raise RecordDecodeError(f"{len(epochs)} assignment epochs for {len(partitions)} partitions")
-        # Records written before Kafka 4.3 carry no epochs: the member epoch stands in.
+            log.error("%d assignment epochs for %d partitions of topic %s; using epoch %d for all", len(epochs),
+                      len(partitions), topic_id, default_epoch)
+            epochs = None
         out[topic_id] = dict(zip(partitions, epochs if epochs is not None else [default_epoch] * len(partitions),
                                  strict=True))
     return out

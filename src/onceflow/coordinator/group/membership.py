@@ -155,8 +155,11 @@ def _map_store_group_error(error: ErrorCode) -> ErrorCode:
 
 
 class MembershipManager:
-    def __init__(self, ctx: GroupContext, member_id_suffix: Callable[[], str]) -> None:
+    def __init__(self, ctx: GroupContext, member_id_suffix: Callable[[], str],
+                 consumer_changing: Callable[[str], bool] = lambda _: False) -> None:
+        """``consumer_changing(group_id)``: a KIP-848 change of the group is being written."""
         self._ctx = ctx
+        self._consumer_changing = consumer_changing
         self._groups = ctx.groups
         self._timers = ctx.timers
         self._reply = ctx.reply
@@ -186,6 +189,11 @@ class MembershipManager:
             self._reply(req.callback, JoinResult(ErrorCode.invalid_session_timeout, member_id=req.member_id))
             return
         is_unknown_member = req.member_id == ""
+        if self._consumer_changing(req.group_id):
+            # A consumer-protocol member is joining (or changing) the group: as Kafka, which
+            # sees that change before this join, the group is a consumer group with members.
+            self._reply(req.callback, JoinResult(ErrorCode.inconsistent_group_protocol, member_id=req.member_id))
+            return
         group = self._groups.get(req.group_id)
         if group is None:
             # Only a member without an id may create a group.

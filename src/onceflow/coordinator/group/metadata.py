@@ -36,7 +36,6 @@ ones OffsetFetch returns; any pending entry for a partition makes a
 
 from __future__ import annotations
 
-import re
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +44,7 @@ from enum import Enum
 
 from ...protocol.errors import ErrorCode
 from ..transitions import IllegalTransition, check_transition
+from . import topic_regex
 from .consumer_group import ConsumerGroup
 from .types import (
     GroupDescription,
@@ -896,12 +896,8 @@ def _consumer_subscribes(consumer: ConsumerGroup, topic: str) -> bool:
     for m in consumer.members.values():
         if topic in m.subscribed_topic_names:
             return True
-        if m.subscribed_topic_regex:
-            try:
-                if re.fullmatch(m.subscribed_topic_regex, topic):
-                    return True
-            except re.error:
-                continue
+        if m.subscribed_topic_regex and topic_regex.matches(m.subscribed_topic_regex, topic):
+            return True
     return False
 
 

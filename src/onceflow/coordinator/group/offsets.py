@@ -523,7 +523,7 @@ class OffsetManager:
             group = self._groups.get(group_id)
             if group is None or group.state is GroupState.DEAD:
                 errors[group_id] = ErrorCode.group_id_not_found
-            elif group.is_empty():
+            elif group.is_empty() and not self._consumers.is_changing(group_id):
                 records = self._cleanup_group(group, group.remove_all_offsets(), dead=True)
                 partition = self._ctx.partition_for(group_id)
                 tombstones.setdefault(partition, []).extend(records)
@@ -606,7 +606,7 @@ class OffsetManager:
             (rec.encode_offset_commit_key(rec.OffsetCommitKey(group_id, topic, partition)), None)
             for topic, partition in removed
         ]
-        if group.is_empty() and (dead or not group.has_offsets()):
+        if group.is_empty() and (dead or not group.has_offsets()) and not self._consumers.is_changing(group_id):
             log.info("group %s transitioned to Dead in generation %d", group_id, group.generation_id)
             group.transition_to(GroupState.DEAD, self._ctx.now())
         if group.state is GroupState.DEAD and self._groups.get(group_id) is group:
