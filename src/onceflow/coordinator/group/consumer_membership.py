@@ -555,14 +555,9 @@ class ConsumerMembershipManager:
                                f"group because the instance id is owned by {existing.member_id} member.")
             log.info("consumer group %s: static member %s replaces %s", req.group_id, req.member_id, existing.member_id)
             return replace(existing, member_id=req.member_id, member_epoch=0, previous_member_epoch=0), existing
-        if existing is None:
-            raise _Refused(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
-        if existing.member_id != req.member_id:
-            raise _Refused(ErrorCode.fenced_instance_id,
-                           f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
-                           f"{existing.member_id}.")
-        _check_epoch(existing, req)
-        return existing, None
+        member = _static_owner(existing, req)
+        _check_epoch(member, req)
+        return member, None
 
     # ---------------------------------------------------------------- leaving
 
@@ -576,14 +571,7 @@ class ConsumerMembershipManager:
                                f"Member {req.member_id} is not a member of group {req.group_id}.")
         else:
             member_id = group.static_members.get(req.instance_id)
-            found = None if member_id is None else group.members.get(member_id)
-            if found is None:
-                raise _Refused(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
-            if found.member_id != req.member_id:
-                raise _Refused(ErrorCode.fenced_instance_id,
-                               f"Static member {req.member_id} with instance id {req.instance_id} was fenced by "
-                               f"member {found.member_id}.")
-            member = found
+            member = _static_owner(None if member_id is None else group.members.get(member_id), req)
             if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # It keeps its partitions for its return, assigned from epoch 0 to whoever comes back.
                 change = _Change()
@@ -761,6 +749,18 @@ class _TopicsNow(Mapping[str, TopicImage]):
             found = self._resolved[regex] = frozenset(
                 n for n in self._topics if n not in INTERNAL_TOPICS and topic_regex.matches(regex, n))
         return found
+
+
+def _static_owner(owner: ConsumerMember | None, req: HeartbeatRequest) -> ConsumerMember:
+    """The member holding the request's instance id, if it is the request's member (Kafka's
+    throwIfStaticMemberIsUnknown and throwIfInstanceIdIsFenced)."""
+    if owner is None:
+        raise _Refused(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+    if owner.member_id != req.member_id:
+        raise _Refused(ErrorCode.fenced_instance_id,
+                       f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
+                       f"{owner.member_id}.")
+    return owner
 
 
 def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
