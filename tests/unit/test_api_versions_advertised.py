@@ -44,7 +44,8 @@ def test_produce_v0_to_v2_is_still_refused(version: int) -> None:
 def test_transaction_version_is_finalized_at_the_setting(level: int) -> None:
     """KIP-584 features: a client sees transactions v2 (KIP-890 part 2) when 2 is finalized.  As
     Kafka, ApiVersions v3 omits a feature whose lowest level is 0 from the supported list, v4 lists
-    it, and a feature at level 0 is not finalized."""
+    it, and a feature at level 0 is not finalized.  ``group.version`` 1 (the KIP-848 consumer
+    protocol) is always finalized, as Kafka 4.3.1 formats it."""
     from kio.schema.api_versions.v4.request import ApiVersionsRequest as V4
 
     config = SimpleNamespace(config=BrokerConfig({"transaction.version": level}))
@@ -54,7 +55,7 @@ def test_transaction_version_is_finalized_at_the_setting(level: int) -> None:
         assert isinstance(request, Request)
         response = handle_api_versions(config, request, SimpleNamespace(peer="test"))  # type: ignore[arg-type]
         supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
-        assert supported == ({"transaction.version": (0, 2)} if listed else {})
+        assert supported == ({"group.version": (0, 1), "transaction.version": (0, 2)} if listed else {})
         finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
-        assert finalized == ({"transaction.version": (level, level)} if level else {})
+        assert finalized == {"group.version": (1, 1), **({"transaction.version": (level, level)} if level else {})}
         assert response.finalized_features_epoch >= 0

@@ -2,7 +2,8 @@
 
 ApiVersions also lists the features (KIP-584): ``transaction.version``, finalized at the broker's
 ``transaction.version`` setting (2 by default, Kafka 4's): a client that sees 2 uses transactions
-v2 (KIP-890 part 2) if it can.
+v2 (KIP-890 part 2) if it can; and ``group.version`` 1, the KIP-848 consumer group protocol this
+broker always serves, finalized as Kafka 4 finalizes it.
 
 This broker is a one-node cluster: it is every partition's leader, its only
 replica and the controller.  Leader epochs are 0.  Metadata auto-creates
@@ -37,6 +38,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 #: only change across a restart, so their epoch is when this process started (ms): a client
 #: connected across a restart adopts finalized features only with a higher epoch.
 MAX_TRANSACTION_VERSION = 2
+#: ``group.version`` (Kafka's GroupVersion): 1 is the KIP-848 consumer protocol (ConsumerGroupHeartbeat
+#: and ConsumerGroupDescribe), always served here and so always finalized, as Kafka 4 formats it.
+GROUP_VERSION_FEATURE, GROUP_VERSION = "group.version", 1
 FINALIZED_FEATURES_EPOCH = time.time_ns() // 1_000_000
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -63,9 +67,12 @@ def handle_api_versions(broker: BrokerContext, request: Request, conn: Connectio
         level = broker.config[TRANSACTION_VERSION]
         # Kafka omits a feature whose lowest supported level is 0 from ApiVersions v3's list.
         supported = () if request.api_version < 4 else (
-            build(m.SupportedFeatureKey, name=TRANSACTION_VERSION.name, min_version=0, max_version=MAX_TRANSACTION_VERSION),)
-        finalized = () if level == 0 else (
-            build(m.FinalizedFeatureKey, name=TRANSACTION_VERSION.name, min_version_level=level, max_version_level=level),)
+            build(m.SupportedFeatureKey, name=GROUP_VERSION_FEATURE, min_version=0, max_version=GROUP_VERSION),
+            build(m.SupportedFeatureKey, name=TRANSACTION_VERSION.name, min_version=0, max_version=MAX_TRANSACTION_VERSION))
+        levels = {GROUP_VERSION_FEATURE: GROUP_VERSION, TRANSACTION_VERSION.name: level}
+        # A feature at level 0 is not finalized.
+        finalized = tuple(build(m.FinalizedFeatureKey, name=name, min_version_level=at, max_version_level=at)
+                          for name, at in levels.items() if at)
         features = {"supported_features": supported, "finalized_features": finalized,
                     "finalized_features_epoch": FINALIZED_FEATURES_EPOCH}
     return build(m.ApiVersionsResponse, error_code=error, api_keys=_api_keys(m), throttle_time=NO_THROTTLE, **features)
