@@ -18,7 +18,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.NodeApiVersions;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -45,13 +45,13 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * <pre>
  *   versions BOOTSTRAP             the broker's ApiVersions answer, and the version of each client
  *                                  API this client would use with it (what NetworkClient negotiates)
- *   ctp BOOTSTRAP PREFIX COUNT     consume-transform-produce: COUNT records in, a transactional
+ *   ctp BOOTSTRAP PREFIX COUNT [GROUP_PROTOCOL]
+ *                                  consume-transform-produce: COUNT records in, a transactional
  *                                  producer with sendOffsetsToTransaction(offsets,
  *                                  consumer.groupMetadata()), one transaction aborted on purpose and
- *                                  its input re-processed, then a read_committed check of the output
- *   consumer-protocol BOOTSTRAP PREFIX
- *                                  a consumer with group.protocol=consumer (KIP-848): what it reads,
- *                                  or the exception it fails with
+ *                                  its input re-processed, then a read_committed check of the output;
+ *                                  the consumer's group.protocol is GROUP_PROTOCOL (classic, the
+ *                                  default, or consumer: KIP-848)
  * </pre>
  */
 public final class ClientCheck {
@@ -64,10 +64,9 @@ public final class ClientCheck {
         try {
             switch (mode) {
                 case "versions" -> result = versions(args[1]);
-                case "ctp" -> result = ctp(args[1], args[2], Integer.parseInt(args[3]));
-                case "consumer-protocol" -> result = consumerProtocol(args[1], args[2]);
+                case "ctp" -> result = ctp(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "classic");
                 default -> {
-                    System.err.println("usage: ClientCheck versions|ctp|consumer-protocol BOOTSTRAP [PREFIX [COUNT]]");
+                    System.err.println("usage: ClientCheck versions|ctp BOOTSTRAP [PREFIX COUNT [GROUP_PROTOCOL]]");
                     System.exit(2);
                     return;
                 }
@@ -140,7 +139,7 @@ public final class ClientCheck {
 
     // -- consume-transform-produce ----------------------------------------------------------------
 
-    static Map<String, Object> ctp(String bootstrap, String prefix, int count) throws Exception {
+    static Map<String, Object> ctp(String bootstrap, String prefix, int count, String groupProtocol) throws Exception {
         String input = prefix + "-in";
         String output = prefix + "-out";
         String group = prefix + "-group";
@@ -166,6 +165,8 @@ public final class ClientCheck {
         int processed = 0;
         Properties loopConsumer = consumerProps(bootstrap, group, "read_committed");
         loopConsumer.put("max.poll.records", "50");  // several transactions, not one
+        loopConsumer.put("group.protocol", groupProtocol);
+        int generation = -1;  // the group's generation (classic) or the member's epoch (consumer) the offsets went with
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(loopConsumer);
              KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, prefix + "-txn"))) {
             producer.initTransactions();
@@ -188,7 +189,9 @@ public final class ClientCheck {
                     }
                     offsets.put(tp, new OffsetAndMetadata(batch.get(batch.size() - 1).offset() + 1));
                 }
-                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                ConsumerGroupMetadata groupMetadata = consumer.groupMetadata();
+                generation = groupMetadata.generationId();
+                producer.sendOffsetsToTransaction(offsets, groupMetadata);
                 if (aborted == 0) {
                     producer.flush();  // the records are in the log before the abort marker
                     producer.abortTransaction();
@@ -235,6 +238,8 @@ public final class ClientCheck {
 
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("mode", "ctp");
+        result.put("group_protocol", groupProtocol);
+        result.put("group_generation", generation);
         result.put("inputs", count);
         result.put("outputs_committed", values.size());
         result.put("distinct", seen.size());
@@ -247,55 +252,6 @@ public final class ClientCheck {
         result.put("outputs_read_uncommitted", uncommitted);
         result.put("group_offsets_total", groupTotal);
         result.put("group_offsets_at_input_end", offsetsAtEnd);
-        return result;
-    }
-
-    // -- KIP-848 ----------------------------------------------------------------------------------
-
-    /** A consumer of the new group protocol subscribes to a topic of three records: it reads them
-     *  (the broker serves ConsumerGroupHeartbeat) or fails, and the exception is the result. */
-    static Map<String, Object> consumerProtocol(String bootstrap, String prefix) throws Exception {
-        String topic = prefix + "-cp";
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
-        }
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, null))) {
-            for (int i = 0; i < 3; i++) {
-                producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
-            }
-            producer.flush();
-        }
-        Properties props = consumerProps(bootstrap, prefix + "-group", "read_committed");
-        props.put("group.protocol", "consumer");
-        Map<String, Object> result = new LinkedHashMap<>();
-        result.put("mode", "consumer-protocol");
-        int records = 0;
-        Throwable error = null;
-        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props);
-        try {
-            consumer.subscribe(List.of(topic));
-            long deadline = System.nanoTime() + TIMEOUT.toNanos();
-            while (records < 3 && System.nanoTime() < deadline) {
-                records += consumer.poll(Duration.ofMillis(500)).count();
-            }
-        } catch (Exception e) {
-            error = e;
-        } finally {
-            try {
-                consumer.close(CloseOptions.timeout(Duration.ofSeconds(10)));
-            } catch (Exception e) {
-                result.put("close_error_class", e.getClass().getName());
-            }
-        }
-        result.put("records", records);
-        result.put("ok", error == null && records == 3);
-        List<String> causes = new ArrayList<>();
-        for (Throwable t = error; t != null; t = t.getCause()) {
-            causes.add(t.getClass().getName());
-        }
-        result.put("error_class", error == null ? null : error.getClass().getName());
-        result.put("error", error == null ? null : String.valueOf(error.getMessage()));
-        result.put("causes", causes);
         return result;
     }
 
