@@ -26,7 +26,7 @@ def onceflow_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target
     proc = BrokerProcess(tmp_path_factory.mktemp("onceflow-reference") / "data", dict(SHARED_SETTINGS))
     proc.start()
     try:
-        yield Target("onceflow", proc.bootstrap_servers)
+        yield Target("onceflow", proc.bootstrap_servers, proc.data_dir)
     finally:
         proc.stop()
 
@@ -40,7 +40,7 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
 
 @pytest.fixture(scope="session")
 def kafka_target(kafka_cluster: KafkaCluster) -> Target:
-    return Target("kafka", kafka_cluster.bootstrap_servers)
+    return Target("kafka", kafka_cluster.bootstrap_servers, kafka_cluster.nodes[1].directory / "data")
 
 
 @pytest.fixture(params=["onceflow", "kafka"])

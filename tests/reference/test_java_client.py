@@ -4,7 +4,9 @@
 * ``ctp``: a consume-transform-produce loop with a transactional producer and
   ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())`` (KIP-447), one transaction aborted
   on purpose and its input processed again, then a read_committed consumer checks every input is in
-  the output exactly once and the group's offsets are at the input's end.
+  the output exactly once and the group's offsets are at the input's end; its consumer in a classic
+  group and in a KIP-848 one (``group.protocol=consumer``: ConsumerGroupHeartbeat, the offsets
+  committed with the member's epoch), the same requests and outcome on both brokers.
 * ``versions``: the versions the client negotiates (its own ``NodeApiVersions`` rule) from each
   broker's ApiVersions answer.  The requests the client really sent, and at which version, come
   from ``org.apache.kafka.clients.NetworkClient``'s DEBUG log (``reference/log4j2-requests.properties``).
@@ -74,26 +76,39 @@ def kafka_without_features(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield Target("kafka-without-features", cluster.bootstrap_servers)
 
 
+#: The consumer's ``group.protocol`` in the consume-transform-produce loop: the classic rebalance
+#: protocol (JoinGroup/SyncGroup) and KIP-848's (ConsumerGroupHeartbeat, member epochs).
+GROUP_PROTOCOLS = ("classic", "consumer")
+
+#: The group requests each protocol's consumer sends, and those it must not.
+GROUP_APIS = {"classic": ({"JOIN_GROUP", "SYNC_GROUP"}, {"CONSUMER_GROUP_HEARTBEAT"}),
+              "consumer": ({"CONSUMER_GROUP_HEARTBEAT"}, {"JOIN_GROUP", "SYNC_GROUP", "HEARTBEAT"})}
+
+
 @pytest.fixture(scope="module")
-def ctp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Target], Run]:
-    """``ctp_runs(target)``: the consume-transform-produce run against that broker, made once per
-    module (a run is a JVM and a few dozen transactions) and shared by the tests reading it."""
-    runs: dict[str, Run] = {}
+def ctp_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Run]:
+    """``ctp_runs(target, protocol)``: the consume-transform-produce run against that broker with
+    that ``group.protocol`` (classic by default), made once per module (a run is a JVM and a few
+    dozen transactions) and shared by the tests reading it."""
+    runs: dict[tuple[str, str], Run] = {}
     log_dir = tmp_path_factory.mktemp("ctp-requests")
 
-    def run(target: Target) -> Run:
-        if target.name not in runs:
-            runs[target.name] = client_check("ctp", target.bootstrap_servers, f"java-ctp-{target.name}-{uuid.uuid4().hex[:8]}", str(RECORDS),
-                                             log_dir=log_dir)
-        return runs[target.name]
+    def run(target: Target, protocol: str = "classic") -> Run:
+        if (target.name, protocol) not in runs:
+            prefix = f"java-ctp-{protocol}-{target.name}-{uuid.uuid4().hex[:8]}"
+            runs[target.name, protocol] = client_check("ctp", target.bootstrap_servers, prefix, str(RECORDS), protocol,
+                                                       log_dir=log_dir)
+        return runs[target.name, protocol]
 
     return run
 
 
-def test_consume_transform_produce_is_exactly_once(target: Target, ctp_runs: Callable[[Target], Run]) -> None:
-    run = ctp_runs(target)
+@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+def test_consume_transform_produce_is_exactly_once(target: Target, protocol: str, ctp_runs: Callable[..., Run]) -> None:
+    run = ctp_runs(target, protocol)
     result = run.result
     assert result["client_version"] == "4.3.1"
+    assert result["group_protocol"] == protocol
     assert result["exactly_once"], result
     assert (result["inputs"], result["outputs_committed"], result["distinct"], result["missing"], result["duplicates"]) \
         == (RECORDS, RECORDS, RECORDS, 0, 0)
@@ -101,21 +116,34 @@ def test_consume_transform_produce_is_exactly_once(target: Target, ctp_runs: Cal
     # The aborted attempt's records are in the log (read_uncommitted sees them), never committed.
     assert result["outputs_read_uncommitted"] == RECORDS + result["aborted_records"] > RECORDS
     assert result["group_offsets_at_input_end"] and result["group_offsets_total"] == RECORDS
-    # A classic group (JoinGroup/SyncGroup), and the offsets committed through the transaction with
-    # the group's generation and member id (TxnOffsetCommit v3+, KIP-447).
-    assert "JOIN_GROUP" in run.sent and "SYNC_GROUP" in run.sent and "CONSUMER_GROUP_HEARTBEAT" not in run.sent
+    # A classic group (JoinGroup/SyncGroup) or a KIP-848 one (ConsumerGroupHeartbeat only), and the
+    # offsets committed through the transaction with the group's generation or the member's epoch
+    # and the member id (TxnOffsetCommit v3+, KIP-447).
+    used, unused = GROUP_APIS[protocol]
+    assert used <= run.sent.keys() and not unused & run.sent.keys(), sorted(run.sent)
+    # One join: generation 1 of the classic group; epoch 2 of the KIP-848 group's first member (a new
+    # group starts at epoch 1 in Kafka 4.3).
+    assert result["group_generation"] == {"classic": 1, "consumer": 2}[protocol]
     assert min(run.sent["TXN_OFFSET_COMMIT"]) >= 3
     assert "OFFSET_COMMIT" not in run.sent, "offsets go only through the transaction"
 
 
-def test_ctp_results_are_the_same_on_both_brokers(onceflow_target: Target, kafka_target: Target,
-                                                  ctp_runs: Callable[[Target], Run]) -> None:
+@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+def test_ctp_results_are_the_same_on_both_brokers(onceflow_target: Target, kafka_target: Target, protocol: str,
+                                                  ctp_runs: Callable[..., Run]) -> None:
     # How many transactions it took depends on how polls batch records, not on the broker.
     volatile = {"committed_transactions", "aborted_records", "outputs_read_uncommitted"}
-    onceflow, kafka = (
-        {k: v for k, v in ctp_runs(t).result.items() if k not in volatile} for t in (onceflow_target, kafka_target)
-    )
+    runs = ctp_runs(onceflow_target, protocol), ctp_runs(kafka_target, protocol)
+    onceflow, kafka = ({k: v for k, v in run.result.items() if k not in volatile} for run in runs)
     assert onceflow == kafka
+    # The same group requests, at the versions sent to Kafka capped at Onceflow's highest (the client
+    # takes the highest both sides know: OffsetFetch v10, topic ids, is Kafka's alone), and the same
+    # transactional ones.
+    group_apis = set().union(*GROUP_APIS[protocol]) | {"OFFSET_FETCH", "LEAVE_GROUP", "HEARTBEAT"}
+    onceflow_groups, kafka_groups = ({api: v for api, v in run.sent.items() if api in group_apis} for run in runs)
+    assert onceflow_groups == {api: {min(v, apis.SUPPORTED[getattr(apis, api)][1]) for v in versions}
+                               for api, versions in kafka_groups.items()}
+    assert runs[0].txn_requests() == runs[1].txn_requests()
 
 
 def test_the_client_negotiates_the_highest_version_both_sides_know(onceflow_target: Target, kafka_target: Target,
@@ -134,16 +162,16 @@ def test_the_client_negotiates_the_highest_version_both_sides_know(onceflow_targ
         assert kafka["broker"][api][1] >= served[api][1], f"{api}: Onceflow serves a version Kafka 4.3.1 does not"
         # The advertised floors are Kafka's, Produce's v0 included (KAFKA-18659: advertised, refused).
         assert onceflow["broker"][api][0] == kafka["broker"][api][0], api
-    # transaction.version 2 (transactions v2) and group.version 1 (KIP-848) are finalized on both;
-    # Onceflow lists no other feature.
-    assert onceflow["finalized_features"] == {"transaction.version": 2, "group.version": 1}, onceflow["finalized_features"]
-    assert kafka["finalized_features"]["transaction.version"] == 2 and kafka["finalized_features"]["group.version"] == 1
-    assert onceflow["supported_features"] == {"transaction.version": [0, 2], "group.version": [0, 1]}
-    assert kafka["supported_features"]["group.version"] == [0, 1]
+    # transaction.version 2 (transactions v2) and group.version 1 (the KIP-848 consumer protocol)
+    # are finalized and supported on both, at Kafka's levels; Onceflow lists no other feature.
+    assert onceflow["finalized_features"] == {"group.version": 1, "transaction.version": 2}, onceflow["finalized_features"]
+    assert onceflow["supported_features"] == {"group.version": [0, 1], "transaction.version": [0, 2]}
+    for features in ("finalized_features", "supported_features"):
+        assert {name: kafka[features][name] for name in onceflow[features]} == onceflow[features], features
 
 
 def test_the_ctp_loop_uses_transactions_v2_as_with_kafka(
-        onceflow_target: Target, kafka_target: Target, ctp_runs: Callable[[Target], Run]) -> None:
+        onceflow_target: Target, kafka_target: Target, ctp_runs: Callable[..., Run]) -> None:
     onceflow, kafka = ctp_runs(onceflow_target), ctp_runs(kafka_target)
     assert onceflow.result["exactly_once"] and kafka.result["exactly_once"]
     # Transactions v2 on both, request for request: no AddPartitionsToTxn or AddOffsetsToTxn (the
@@ -156,7 +184,7 @@ def test_the_ctp_loop_uses_transactions_v2_as_with_kafka(
 
 
 def test_the_ctp_loop_uses_transactions_v1_with_transaction_version_1(
-        kafka_without_features: Target, ctp_runs: Callable[[Target], Run], make_broker_process: Any,
+        kafka_without_features: Target, ctp_runs: Callable[..., Run], make_broker_process: Any,
         tmp_path: Path) -> None:
     """The broker set to ``transaction.version=1`` finalizes it so, and the client falls back to
     transactions v1, as against Kafka formatted without transactions v2."""

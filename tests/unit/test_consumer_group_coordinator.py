@@ -92,12 +92,13 @@ def test_a_member_joins_is_assigned_everything_and_is_answered_only_once_written
     assert h.coord.group("g") is None  # nothing applied yet
     h.store.complete_all()
     r = box.one
-    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (E.none, "a", 1, 5000)
+    # A new group is at epoch 1 (Kafka 4.3's ModernGroup): the first member joins at epoch 2.
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (E.none, "a", 2, 5000)
     assert parts(r) == {0, 1, 2, 3}
     assert h.consumer().state is ConsumerGroupState.STABLE
     # A steady heartbeat writes nothing and is answered at once, without the assignment.
-    steady = h.hb("a", 1, owned={T: [0, 1, 2, 3]}, complete=False)
-    assert h.store.pending == [] and steady.one.member_epoch == 1 and steady.one.assignment is None
+    steady = h.hb("a", 2, owned={T: [0, 1, 2, 3]}, complete=False)
+    assert h.store.pending == [] and steady.one.member_epoch == 2 and steady.one.assignment is None
 
 
 def test_a_partition_is_revoked_by_its_owner_before_it_is_given_to_another_member() -> None:
@@ -105,17 +106,17 @@ def test_a_partition_is_revoked_by_its_owner_before_it_is_given_to_another_membe
     h.hb("a", 0)
     b = h.hb("b", 0).one
     # The target moved 2 partitions to b, but a still owns them: b waits at the new epoch.
-    assert (b.member_epoch, parts(b)) == (2, set())
+    assert (b.member_epoch, parts(b)) == (3, set())
     assert h.consumer().members["b"].state is MemberState.UNRELEASED_PARTITIONS
-    a = h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one
+    a = h.hb("a", 2, owned={T: [0, 1, 2, 3]}).one
     kept = parts(a)
-    assert a.member_epoch == 1 and kept is not None and len(kept) == 2  # revoke first, same epoch
+    assert a.member_epoch == 2 and kept is not None and len(kept) == 2  # revoke first, same epoch
     assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
-    assert h.hb("b", 2).one.assignment is None  # still unreleased
-    # a says it gave them up: it moves to epoch 2, and b gets them.
-    a2 = h.hb("a", 1, owned={T: sorted(kept)}).one
-    assert a2.member_epoch == 2
-    b2 = h.hb("b", 2).one
+    assert h.hb("b", 3).one.assignment is None  # still unreleased
+    # a says it gave them up: it moves to epoch 3, and b gets them.
+    a2 = h.hb("a", 2, owned={T: sorted(kept)}).one
+    assert a2.member_epoch == 3
+    b2 = h.hb("b", 3).one
     assert parts(b2) == {0, 1, 2, 3} - kept
     assert h.consumer().state is ConsumerGroupState.STABLE
 
@@ -125,15 +126,15 @@ def test_epochs_ahead_or_behind_are_fenced_but_a_lost_bump_is_forgiven() -> None
     h.hb("a", 0)
     assert h.hb("a", 5, owned={T: [0]}).one.error is E.fenced_member_epoch
     h.hb("b", 0)
-    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    h.hb("a", 2, owned={T: [0, 1, 2, 3]})
     a = h.consumer().members["a"]
-    h.hb("a", 1, owned={T: sorted(a.assigned[T])})  # revoked: epoch 2, previous 1
-    assert h.consumer().members["a"].member_epoch == 2
-    # The response with epoch 2 was lost: epoch 1 with a subset of its partitions is accepted.
-    again = h.hb("a", 1, owned={T: sorted(h.consumer().members["a"].assigned[T])}).one
-    assert (again.error, again.member_epoch) == (E.none, 2)
+    h.hb("a", 2, owned={T: sorted(a.assigned[T])})  # revoked: epoch 3, previous 2
+    assert h.consumer().members["a"].member_epoch == 3
+    # The response with epoch 3 was lost: epoch 2 with a subset of its partitions is accepted.
+    again = h.hb("a", 2, owned={T: sorted(h.consumer().members["a"].assigned[T])}).one
+    assert (again.error, again.member_epoch) == (E.none, 3)
     # The previous epoch with a partition it does not own: fenced.
-    assert h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one.error is E.fenced_member_epoch
+    assert h.hb("a", 2, owned={T: [0, 1, 2, 3]}).one.error is E.fenced_member_epoch
     assert h.hb("ghost", 3, owned={}).one.error is E.unknown_member_id
     assert h.hb("x", 1, group="nope", owned={}).one.error is E.group_id_not_found
 
@@ -159,7 +160,7 @@ def test_a_member_whose_heartbeat_is_being_written_when_its_session_ends_is_not_
     h = Harness()
     h.hb("a", 0)
     h.clock.advance(SESSION - 1)
-    box = h.hb("a", 1, topics=("t", "other"), complete=False)  # a change: records to write
+    box = h.hb("a", 2, topics=("t", "other"), complete=False)  # a change: records to write
     h.clock.advance(1)
     h.coord.tick()
     h.store.complete_all()
@@ -189,13 +190,13 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     h = Harness()
     h.hb("a", 0, rebalance=1000)
     h.hb("b", 0)
-    h.hb("a", 1, owned={T: [0, 1, 2, 3]})  # asked to revoke
+    h.hb("a", 2, owned={T: [0, 1, 2, 3]})  # asked to revoke
     assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
     h.advance(999)
     assert "a" in h.consumer().members
     h.advance(1)
     assert "a" not in h.consumer().members
-    assert h.consumer().group_epoch == 3
+    assert h.consumer().group_epoch == 4
 
 
 def test_a_member_still_revoking_after_a_restart_is_fenced_after_its_rebalance_timeout() -> None:
@@ -204,13 +205,13 @@ def test_a_member_still_revoking_after_a_restart_is_fenced_after_its_rebalance_t
     h = Harness()
     h.hb("a", 0, rebalance=1000)
     h.hb("b", 0)
-    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    h.hb("a", 2, owned={T: [0, 1, 2, 3]})
     assert h.consumer().members["a"].state is MemberState.UNREVOKED_PARTITIONS
     partition = h.coord.partition_for("g")
     fresh = Harness(store=FakeStore())
     fresh.coord.load_partition(partition, h.store.partition_entries(partition))
     fresh.advance(999)  # a keeps its session but never gives its partitions up
-    assert fresh.hb("a", 1, owned={T: [0, 1, 2, 3]}).one.error is E.none
+    assert fresh.hb("a", 2, owned={T: [0, 1, 2, 3]}).one.error is E.none
     fresh.advance(1)
     assert "a" not in fresh.consumer().members
     b = fresh.hb("b", fresh.consumer().members["b"].member_epoch, owned={}).one
@@ -223,7 +224,7 @@ def test_leaving_frees_the_partitions_at_once() -> None:
     h.hb("b", 0)
     left = h.hb("a", -1, topics=None).one
     assert (left.error, left.member_epoch) == (E.none, -1)
-    b = h.hb("b", 2, owned={}).one
+    b = h.hb("b", 3, owned={}).one
     assert parts(b) == {0, 1, 2, 3}
     assert h.hb("a", -1, topics=None).one.error is E.unknown_member_id
     gone = h.hb("a", -1, group="nope", topics=None).one
@@ -304,8 +305,8 @@ def test_a_regex_subscription_follows_the_topics_that_match() -> None:
     r = h.hb("a", 0, topics=None, regex="t.*").one
     assert r.assignment == ((T, (0, 1)),)
     h.topics["tt"] = TopicImage(uuid.UUID(int=3), 1)  # a new matching topic: the next heartbeat assigns it
-    again = h.hb("a", 1, topics=None, owned={T: [0, 1]}).one
-    assert again.member_epoch == 2 and parts(again, uuid.UUID(int=3)) == {0}
+    again = h.hb("a", 2, topics=None, owned={T: [0, 1]}).one
+    assert again.member_epoch == 3 and parts(again, uuid.UUID(int=3)) == {0}
 
 
 def test_a_regex_is_matched_in_linear_time_with_re2_syntax() -> None:
@@ -342,8 +343,8 @@ def test_a_topic_that_grows_bumps_the_group_epoch() -> None:
     h = Harness()
     h.hb("a", 0)
     h.topics["t"] = TopicImage(T, 6)
-    r = h.hb("a", 1, owned={T: [0, 1, 2, 3]}).one
-    assert (r.member_epoch, parts(r)) == (2, {0, 1, 2, 3, 4, 5})
+    r = h.hb("a", 2, owned={T: [0, 1, 2, 3]}).one
+    assert (r.member_epoch, parts(r)) == (3, {0, 1, 2, 3, 4, 5})
 
 
 def test_a_failed_write_applies_nothing_and_the_heartbeat_is_told() -> None:
@@ -352,7 +353,7 @@ def test_a_failed_write_applies_nothing_and_the_heartbeat_is_told() -> None:
     h.store.complete_all(E.not_enough_replicas)
     assert box.one.error is E.coordinator_not_available
     assert h.coord.group("g") is None
-    assert h.hb("a", 0).one.member_epoch == 1  # a retry works from the start
+    assert h.hb("a", 0).one.member_epoch == 2  # a retry works from the start
 
 
 def test_changes_of_one_group_wait_for_the_write_before_them() -> None:
@@ -360,7 +361,7 @@ def test_changes_of_one_group_wait_for_the_write_before_them() -> None:
     first, second = h.hb("a", 0, complete=False), h.hb("b", 0, complete=False)
     assert len(h.store.pending) == 1  # b's change is prepared only after a's is applied
     h.store.complete_all()
-    assert first.one.member_epoch == 1 and second.one.member_epoch == 2
+    assert first.one.member_epoch == 2 and second.one.member_epoch == 3
 
 
 def test_shutdown_answers_the_heartbeats_waiting_for_a_write() -> None:
@@ -376,24 +377,24 @@ def test_shutdown_answers_the_heartbeats_waiting_for_a_write() -> None:
 def test_commits_are_checked_against_member_epochs() -> None:
     h = Harness()
     h.hb("a", 0)
-    assert h.commit("a", 1, [0]).one == {("t", 0): E.none}
-    assert h.commit("a", 2, [0]).one == {("t", 0): E.stale_member_epoch}
-    assert h.commit("a", 1, [0], version=8).one == {("t", 0): E.unsupported_version}
-    assert h.commit("ghost", 1, [0]).one == {("t", 0): E.unknown_member_id}
+    assert h.commit("a", 2, [0]).one == {("t", 0): E.none}
+    assert h.commit("a", 3, [0]).one == {("t", 0): E.stale_member_epoch}
+    assert h.commit("a", 2, [0], version=8).one == {("t", 0): E.unsupported_version}
+    assert h.commit("ghost", 2, [0]).one == {("t", 0): E.unknown_member_id}
     assert h.commit("", -1, [0]).one == {("t", 0): E.unknown_member_id}  # members present: only they commit
     h.hb("b", 0)
-    h.hb("a", 1, owned={T: [0, 1, 2, 3]})
+    h.hb("a", 2, owned={T: [0, 1, 2, 3]})
     kept = sorted(h.consumer().members["a"].assigned[T])
-    h.hb("a", 1, owned={T: kept})  # a is at epoch 2 now, its kept partitions assigned at epoch 1
-    assert h.commit("a", 1, kept).one == dict.fromkeys((("t", p) for p in kept), E.none)
+    h.hb("a", 2, owned={T: kept})  # a is at epoch 3 now, its kept partitions assigned at epoch 2
+    assert h.commit("a", 2, kept).one == dict.fromkeys((("t", p) for p in kept), E.none)
     gone = sorted({0, 1, 2, 3} - set(kept))
-    assert h.commit("a", 1, gone[:1]).one == {("t", gone[0]): E.stale_member_epoch}
+    assert h.commit("a", 2, gone[:1]).one == {("t", gone[0]): E.stale_member_epoch}
     # TxnOffsetCommit turns STALE_MEMBER_EPOCH into ILLEGAL_GENERATION.
     box = Box()
     h.coord.commit_transactional_offsets("g", 1000, 0, 9, "a", None, {("t", kept[0]): OffsetAndMetadata(3)}, box)
     assert box.one == {("t", kept[0]): E.illegal_generation}
     box = Box()
-    h.coord.commit_transactional_offsets("g", 1000, 0, 2, "a", None, {("t", kept[0]): OffsetAndMetadata(3)}, box)
+    h.coord.commit_transactional_offsets("g", 1000, 0, 3, "a", None, {("t", kept[0]): OffsetAndMetadata(3)}, box)
     h.store.complete_all()
     assert box.one == {("t", kept[0]): E.none}
 
@@ -402,8 +403,8 @@ def test_a_restarted_coordinator_restores_the_group_from_its_records() -> None:
     h = Harness()
     h.hb("a", 0, instance="i1", rack="r1")
     h.hb("b", 0)
-    h.hb("a", 1, owned={T: [0, 1, 2, 3]}, instance="i1")
-    h.commit("b", 2, [])
+    h.hb("a", 2, owned={T: [0, 1, 2, 3]}, instance="i1")
+    h.commit("b", 3, [])
     before = h.consumer()
     partition = h.coord.partition_for("g")
     fresh = Harness(store=FakeStore())
@@ -452,7 +453,7 @@ def test_delete_groups_and_listing() -> None:
     assert h.coord.list_groups(types={"classic"}) == []
     assert h.coord.describe_groups(["g"])[0].state == "Dead"  # not a classic group
     (described,) = h.coord.consumer_group_describe(["g"])
-    assert (described.state, described.group_epoch, described.assignor_name) == ("Stable", 1, "uniform")
+    assert (described.state, described.group_epoch, described.assignor_name) == ("Stable", 2, "uniform")
     assert described.members[0].assignment == ((T, "t", (0, 1, 2, 3)),)
     assert h.coord.consumer_group_describe(["nope"])[0].error is E.group_id_not_found
     h.commit("", -1, [0], group="")  # a group with the empty id exists (OffsetCommit allows it)
@@ -524,7 +525,7 @@ def test_describe_shows_the_partitions_a_member_is_revoking_and_no_deleted_topic
     h = Harness(topics={"t": TopicImage(T, 4), "u": TopicImage(U, 1)})
     h.hb("a", 0, topics=("t", "u"))
     h.hb("b", 0, topics=("t",))
-    h.hb("a", 1, topics=None, owned={T: [0, 1, 2, 3], U: [0]})  # a revokes two of t's partitions
+    h.hb("a", 2, topics=None, owned={T: [0, 1, 2, 3], U: [0]})  # a revokes two of t's partitions
     a = h.consumer().members["a"]
     assert a.state is MemberState.UNREVOKED_PARTITIONS
     (described,) = h.coord.consumer_group_describe(["g"])
@@ -585,8 +586,8 @@ def test_random_rebalances_never_give_one_partition_to_two_members() -> None:
 def test_a_members_offset_fetch_carries_its_epoch() -> None:
     h = Harness()
     h.hb("a", 0)
-    h.commit("a", 1, [0])
-    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=1)[1][("t", 0)].offset == 7
-    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=0) == (E.stale_member_epoch, {})
+    h.commit("a", 2, [0])
+    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=2)[1][("t", 0)].offset == 7
+    assert h.coord.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=1) == (E.stale_member_epoch, {})
     assert h.coord.fetch_offsets("g", [("t", 0)], member_id="ghost", member_epoch=1) == (E.unknown_member_id, {})
     assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 7  # the admin client: no member

@@ -163,6 +163,24 @@ def test_flexible_group_value_v4() -> None:
     )
 
 
+def test_consumer_member_value_layout_is_kafkas() -> None:
+    """ConsumerGroupMemberMetadataValue v0 as Kafka 4.3.1 writes it for a consumer-protocol member:
+    the topic names sorted and tag 0 (ClassicMemberMetadata) present with null.  Without the tag,
+    Kafka reads an empty classic metadata instead of null and takes the member for one of the
+    classic protocol (kafka-dump-log decoded our records so, without ``classicMemberMetadata``)."""
+    v = rec.ConsumerMemberValue(instance_id=None, rack_id="r", client_id="c", client_host="/h",
+                                subscribed_topic_names=("b", "a"), subscribed_topic_regex="",
+                                rebalance_timeout_ms=300000, server_assignor=None)
+    expected = (
+        b"\x00\x00" + cstr(None) + cstr("r") + cstr("c") + cstr("/h") + uvarint(3) + cstr("a") + cstr("b") + cstr("")
+        + struct.pack(">i", 300000) + cstr(None)
+        + uvarint(1) + uvarint(0) + uvarint(1) + uvarint(0)  # one tagged field: tag 0, 1 byte, null
+    )
+    assert rec.encode_consumer_member(v) == expected
+    assert rec.decode_consumer_member(expected) == rec.ConsumerMemberValue(
+        None, "r", "c", "/h", ("a", "b"), "", 300000, None)
+
+
 @pytest.mark.parametrize(
     "decode,data",
     [

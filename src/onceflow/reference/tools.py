@@ -33,6 +33,7 @@ TOOLS = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
 }
 
 

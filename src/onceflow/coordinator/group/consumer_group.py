@@ -49,6 +49,8 @@ from . import log_records as rec
 #: ConsumerGroupHeartbeat's member epochs that mean "leaving" (KIP-848).
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+#: The group and assignment epochs of a group no record has changed yet.
+INITIAL_EPOCH = 1
 
 #: topic id -> partition -> the epoch the partition was assigned at.
 EpochAssignment = dict[uuid.UUID, dict[int, int]]
@@ -92,7 +94,7 @@ class ConsumerMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
+    subscribed_topic_regex: str | None = ""  # Kafka's ConsumerGroupMember default, written as ""
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     member_epoch: int = 0
@@ -132,9 +134,11 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # Kafka 4.3 starts a group at epoch 1 with its (empty) target assignment at epoch 1
+        # (ModernGroup, TargetAssignmentMetadata.INITIAL): the first member joins at epoch 2.
+        self.group_epoch = INITIAL_EPOCH
         self.metadata_hash = 0
-        self.assignment_epoch = 0
+        self.assignment_epoch = INITIAL_EPOCH
         self.assignment_timestamp_ms = 0
         self.members: dict[str, ConsumerMember] = {}
         #: member id -> its share of the target assignment.
@@ -182,7 +186,7 @@ class ConsumerGroup:
                 if value is not None:
                     self.group_epoch, self.metadata_hash = rec.decode_consumer_group_epoch(value)
             elif value is None:
-                self.assignment_epoch, self.assignment_timestamp_ms = 0, 0
+                self.assignment_epoch, self.assignment_timestamp_ms = -1, 0  # Kafka's deleted assignment
             else:
                 self.assignment_epoch, self.assignment_timestamp_ms = rec.decode_target_assignment_epoch(value)
             return

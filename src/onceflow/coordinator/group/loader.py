@@ -201,6 +201,8 @@ def build_group(partition: int, loaded: LoadedGroup, now_ms: int) -> GroupMetada
 
 
 def _consumer_group(partition: int, loaded: LoadedGroup) -> ConsumerGroup | None:
+    if all(value is None for _, value in loaded.consumer_records):
+        return None  # only tombstones: no group (Kafka makes one only when it replays a value)
     consumer = ConsumerGroup(loaded.group_id)
     for key, value in loaded.consumer_records:
         try:
@@ -208,8 +210,6 @@ def _consumer_group(partition: int, loaded: LoadedGroup) -> ConsumerGroup | None
         except rec.RecordDecodeError as exc:
             log.error("%s-%d: skipping a record of consumer group %s: %s", OFFSETS_TOPIC, partition,
                       loaded.group_id, exc)
-    if consumer.group_epoch == 0 and not consumer.members:
-        return None  # only leftovers: no group
     return consumer
 
 

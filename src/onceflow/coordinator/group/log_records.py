@@ -33,11 +33,13 @@ layout is Kafka's generated-message layout (``OffsetCommitKey.json``,
 ``OffsetCommitValue.json``, ``GroupMetadataKey.json``,
 ``GroupMetadataValue.json``), big-endian: strings are an int16 length and
 UTF-8 bytes (-1: null), byte arrays an int32 length.  We write the highest
-*non-flexible* versions, as Kafka 3.x/4.x does (OffsetCommitValue v3,
-GroupMetadataValue v3), so Kafka's own tools can read our log and we can
-read theirs.  Decoding accepts every version Kafka defines, including the
-flexible v4 values of KIP-915 (compact strings and tagged fields).  The
-primitive types are read and written by ``coordinator.serde``.
+*non-flexible* versions, OffsetCommitValue v3 (Kafka 3.x's; Kafka 4.3 writes
+v4, with the topic id as a tagged field) and GroupMetadataValue v3 (Kafka
+4.3's too), so Kafka's own tools can read our log and we can read theirs
+(``kafka-dump-log --offsets-decoder`` on our segments is a reference test).
+Decoding accepts every version Kafka defines, including the flexible v4
+values of KIP-915 (compact strings and tagged fields).  The primitive types
+are read and written by ``coordinator.serde``.
 
 A key of a version we do not know decodes to ``UnknownKey`` (the loader logs
 and skips it, as Kafka does: it could be a leftover of an aborted upgrade).
@@ -51,7 +53,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..serde import Reader, RecordDecodeError, UnknownKey, Writer
+from ..serde import Reader, RecordDecodeError, UnknownKey, Writer, uvarint
 
 log = logging.getLogger(__name__)
 
@@ -281,19 +283,28 @@ def encode_consumer_group_epoch(epoch: int, metadata_hash: int) -> bytes:
     return w.getvalue()
 
 
+#: Tag 0 of ConsumerGroupMemberMetadataValue (ClassicMemberMetadata, a nullable struct) holding null:
+#: the member speaks the consumer protocol.  Kafka's generated code writes it although null is the
+#: field's declared default, and reads a record without it as an *empty* classic metadata, which
+#: makes the member one of the classic protocol (ConsumerGroupMember.useClassicProtocol).
+_CONSUMER_PROTOCOL_MEMBER = [(0, uvarint(0))]
+
+
 def encode_consumer_member(value: ConsumerMemberValue) -> bytes:
+    """ConsumerGroupMemberMetadataValue v0, as Kafka's newConsumerGroupMemberSubscriptionRecord
+    writes it: the topic names sorted, tag 0 (the classic member metadata) null."""
     w = _flexible_value()
     w.string(value.instance_id, nullable=True)
     w.string(value.rack_id, nullable=True)
     w.string(value.client_id)
     w.string(value.client_host)
     w.array_length(len(value.subscribed_topic_names))
-    for name in value.subscribed_topic_names:
+    for name in sorted(value.subscribed_topic_names):
         w.string(name)
     w.string(value.subscribed_topic_regex, nullable=True)
     w.int32(value.rebalance_timeout_ms)
     w.string(value.server_assignor, nullable=True)
-    w.tagged_fields([])
+    w.tagged_fields(_CONSUMER_PROTOCOL_MEMBER)
     return w.getvalue()
 
 
@@ -331,6 +342,7 @@ def _write_epoch_assignment(w: Writer, assignment: EpochAssignment) -> None:
         for p in partitions:
             tag.int32(epochs[p])
         w.tagged_fields([(0, tag.getvalue())])
+
 
 def encode_current_assignment(value: CurrentAssignmentValue) -> bytes:
     w = _flexible_value()

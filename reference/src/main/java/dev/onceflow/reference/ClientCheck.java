@@ -19,6 +19,7 @@ import org.apache.kafka.clients.NodeApiVersions;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -45,10 +46,13 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * <pre>
  *   versions BOOTSTRAP             the broker's ApiVersions answer, and the version of each client
  *                                  API this client would use with it (what NetworkClient negotiates)
- *   ctp BOOTSTRAP PREFIX COUNT     consume-transform-produce: COUNT records in, a transactional
+ *   ctp BOOTSTRAP PREFIX COUNT [GROUP_PROTOCOL]
+ *                                  consume-transform-produce: COUNT records in, a transactional
  *                                  producer with sendOffsetsToTransaction(offsets,
  *                                  consumer.groupMetadata()), one transaction aborted on purpose and
- *                                  its input re-processed, then a read_committed check of the output
+ *                                  its input re-processed, then a read_committed check of the output;
+ *                                  the consumer's group.protocol is GROUP_PROTOCOL (classic, the
+ *                                  default, or consumer: KIP-848)
  *   consumer-protocol BOOTSTRAP PREFIX
  *                                  a consumer with group.protocol=consumer (KIP-848): what it reads,
  *                                  or the exception it fails with
@@ -64,10 +68,10 @@ public final class ClientCheck {
         try {
             switch (mode) {
                 case "versions" -> result = versions(args[1]);
-                case "ctp" -> result = ctp(args[1], args[2], Integer.parseInt(args[3]));
+                case "ctp" -> result = ctp(args[1], args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "classic");
                 case "consumer-protocol" -> result = consumerProtocol(args[1], args[2]);
                 default -> {
-                    System.err.println("usage: ClientCheck versions|ctp|consumer-protocol BOOTSTRAP [PREFIX [COUNT]]");
+                    System.err.println("usage: ClientCheck versions|ctp|consumer-protocol BOOTSTRAP [PREFIX [COUNT [GROUP_PROTOCOL]]]");
                     System.exit(2);
                     return;
                 }
@@ -140,7 +144,7 @@ public final class ClientCheck {
 
     // -- consume-transform-produce ----------------------------------------------------------------
 
-    static Map<String, Object> ctp(String bootstrap, String prefix, int count) throws Exception {
+    static Map<String, Object> ctp(String bootstrap, String prefix, int count, String groupProtocol) throws Exception {
         String input = prefix + "-in";
         String output = prefix + "-out";
         String group = prefix + "-group";
@@ -166,6 +170,8 @@ public final class ClientCheck {
         int processed = 0;
         Properties loopConsumer = consumerProps(bootstrap, group, "read_committed");
         loopConsumer.put("max.poll.records", "50");  // several transactions, not one
+        loopConsumer.put("group.protocol", groupProtocol);
+        int generation = -1;  // the group's generation (classic) or the member's epoch (consumer) the offsets went with
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(loopConsumer);
              KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(bootstrap, prefix + "-txn"))) {
             producer.initTransactions();
@@ -188,7 +194,9 @@ public final class ClientCheck {
                     }
                     offsets.put(tp, new OffsetAndMetadata(batch.get(batch.size() - 1).offset() + 1));
                 }
-                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                ConsumerGroupMetadata groupMetadata = consumer.groupMetadata();
+                generation = groupMetadata.generationId();
+                producer.sendOffsetsToTransaction(offsets, groupMetadata);
                 if (aborted == 0) {
                     producer.flush();  // the records are in the log before the abort marker
                     producer.abortTransaction();
@@ -235,6 +243,8 @@ public final class ClientCheck {
 
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("mode", "ctp");
+        result.put("group_protocol", groupProtocol);
+        result.put("group_generation", generation);
         result.put("inputs", count);
         result.put("outputs_committed", values.size());
         result.put("distinct", seen.size());
