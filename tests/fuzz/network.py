@@ -199,11 +199,12 @@ def _reencode(request: Request, body: Any) -> bytes:
     return encode_request(body, request.correlation_id, request.client_id or "")
 
 
-def _with_partitions(body: Any, change: Callable[[str, Any], Any]) -> Any:
-    """A Produce body with each partition's data replaced by ``change(topic_name, partition_data)``."""
+def _with_partitions(body: Any, change: Callable[[str | None, Any], Any]) -> Any:
+    """A Produce body with each partition's data replaced by ``change(topic_name, partition_data)``
+    (the name is None from Produce v13, which names topics by id, KIP-516)."""
     topics = []
     for topic in body.topic_data:
-        partitions = tuple(change(topic.name, p) for p in topic.partition_data)
+        partitions = tuple(change(getattr(topic, "name", None), p) for p in topic.partition_data)
         topics.append(dataclasses.replace(topic, partition_data=partitions))
     return dataclasses.replace(body, topic_data=tuple(topics))
 
@@ -263,11 +264,12 @@ class Mutator:
         request = _parse(frame)
         assert request is not None
         if guarded:
-            def change(_topic: str, p: Any) -> Any:
+            def change(_topic: str | None, p: Any) -> Any:
                 return dataclasses.replace(p, index=0, records=break_crc(p.records, rng) if p.records else p.records)
 
             body = _with_partitions(request.body, change)
-            topics = tuple(dataclasses.replace(t, name=GUARDED) for t in body.topic_data)
+            topics = tuple(dataclasses.replace(t, name=GUARDED) if hasattr(t, "name")
+                           else dataclasses.replace(t, topic_id=self.guarded_id) for t in body.topic_data)
             encoded = _reencode(request, dataclasses.replace(body, topic_data=topics))
         else:
             body = _with_partitions(request.body, lambda _t, p: dataclasses.replace(
@@ -304,8 +306,9 @@ def analyse(payload: bytes, guarded_id: uuid.UUID) -> tuple[bool, int]:
             if request.body.acks == 0:
                 expected -= 1
             for topic in request.body.topic_data:
-                if topic.name == GUARDED and any(isinstance(validate_produced(bytes(p.records or b""), 1 << 20), BatchHeader)
-                                                 for p in topic.partition_data):
+                names_guarded = getattr(topic, "name", None) == GUARDED or getattr(topic, "topic_id", None) == guarded_id
+                if names_guarded and any(isinstance(validate_produced(bytes(p.records or b""), 1 << 20), BatchHeader)
+                                         for p in topic.partition_data):
                     return True, expected
         elif request.api_key in _WRITES:
             text = repr(request.body)
