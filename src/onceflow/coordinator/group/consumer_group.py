@@ -164,14 +164,6 @@ class ConsumerGroup:
         """The epoch of the member owning the partition; -1 if it is free."""
         return self._partition_epochs.get((topic_id, partition), -1)
 
-    def subscribed_topic_names(self, resolve_regex: Callable[[str], frozenset[str]]) -> set[str]:
-        names: set[str] = set()
-        for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex:
-                names.update(resolve_regex(m.subscribed_topic_regex))
-        return names
-
     def preferred_assignor(self) -> str | None:
         return preferred_assignor(self.members.values())
 
