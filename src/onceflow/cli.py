@@ -38,19 +38,31 @@ def _listen_address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return int(text)
+
+
+def _setup_logging(level: str, log_format: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from .logformat import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
     from .broker.broker import Broker, tune_process_allocator, tune_process_gc
 
+    overrides = list(args.override)
+    if args.metrics_port is not None:
+        overrides.append(f"metrics.port={args.metrics_port}")
     try:
-        config = BrokerConfig.load(args.config, args.override)
+        config = BrokerConfig.load(args.config, overrides)
     except (ConfigError, OSError) as exc:
         print(f"onceflow broker: {exc}", file=sys.stderr)
         return 2
@@ -66,6 +78,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
         await broker.start()
         tune_process_gc()
         print(f"onceflow broker ready on {broker.host}:{broker.port}", flush=True)
+        if broker.metrics is not None:
+            print(f"metrics and console on http://{broker.metrics.host}:{broker.metrics.port}/", flush=True)
         await stop.wait()
         log.info("shutting down")
         await broker.stop()
@@ -151,6 +165,8 @@ def _broker_options(b: argparse.ArgumentParser) -> None:
                    help="HOST:PORT to serve (default 127.0.0.1:9092); also advertised, unless advertised.listeners says otherwise")
     b.add_argument("--config", help="a Kafka server.properties file")
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
+    b.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                   help="serve Prometheus metrics at /metrics and the console at / on this port (metrics.port; 0: any free port)")
     b.set_defaults(func=cmd_broker)
 
 
@@ -204,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
     parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="text (default) or json: one JSON object per line, with fields such as transactional_id")
     families = parser.add_subparsers(dest="command", required=True, action=_Families)
     assert isinstance(families, _Families)
     for name, help_text, fill in FAMILIES:
@@ -214,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     return int(args.func(args) or 0)
 
 

@@ -205,6 +205,8 @@ GROUP_VERSION: Final[ConfigDef[int]] = ConfigDef("group.version", ConfigType.SHO
 TRANSACTION_VERSION: Final[ConfigDef[int]] = ConfigDef("transaction.version", ConfigType.SHORT, 2, "The finalized transaction.version feature (Kafka's feature level; 2: transactions v2, KIP-890 part 2; 1: flexible __transaction_state records only; 0: neither).", _between(0, 2))
 PRODUCER_ID_EXPIRATION_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.ms", ConfigType.INT, 86400000, "Producer state of an idle producer id is dropped from a partition after this long.", _at_least(1))
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: Final[ConfigDef[int]] = ConfigDef("producer.id.expiration.check.interval.ms", ConfigType.INT, 600000, "How often expired producer ids are removed.", _at_least(1))
+METRICS_PORT: Final[ConfigDef[int | None]] = ConfigDef("metrics.port", ConfigType.INT, None, "Serve Prometheus metrics at /metrics and the console at / on this port, on the listener's address (0: any free port; unset: off).", _between(0, 65535))
+CONSOLE_ALLOW_ABORT: Final[ConfigDef[bool]] = ConfigDef("console.allow.abort", ConfigType.BOOLEAN, False, "Let the console abort a hanging transaction (the same WriteTxnMarkers as onceflow txn abort); read-only otherwise.")
 
 _BROKER_ROWS: list[ConfigDef[Any]] = [
     NODE_ID,
@@ -268,6 +270,8 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     GROUP_VERSION,
     PRODUCER_ID_EXPIRATION_MS,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    METRICS_PORT,
+    CONSOLE_ALLOW_ABORT,
 ]
 
 _TOPIC_ROWS: list[ConfigDef[Any]] = [

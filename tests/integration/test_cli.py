@@ -4,7 +4,6 @@ subprocesses, and called directly where that is simpler.  The tools use only cli
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -13,12 +12,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from onceflow.records.builder import build_batch
 from onceflow.tools import groups, topics, txn
 from tests.support.broker import BrokerProcess
 from tests.support.kafka import make_topic, produce, read_all, txn_producer
+from tests.support.txn_wire import make_hanging_transaction
 from tests.support.waiting import wait_for
-from tests.support.wire import WireClient, init_producer_id, partition_error, produce_request
 
 TIMEOUT = 30
 
@@ -200,20 +198,6 @@ def test_txn_describe_shows_the_coordinator_state(broker_process: BrokerProcess)
     assert txn.find_hanging(bs) == [], "the coordinator covers this open transaction"
     producer.abort_transaction(TIMEOUT)
     assert_one_line_error(cli(bs, "txn", "describe", "nobody", check=False), "not known")
-
-
-def make_hanging_transaction(bootstrap: str, topic: str) -> int:
-    """What pre-KIP-890 Kafka could end up with: a transactional batch from a producer id the
-    transaction coordinator never heard of (an idempotent producer id).  Needs
-    transaction.partition.verification.enable=false, else the leader refuses it."""
-    with WireClient(bootstrap) as client:
-        pid, epoch = init_producer_id(client)
-        batch = build_batch([(None, b"ghost-1"), (None, b"ghost-2")], int(time.time() * 1000), producer_id=pid,
-                            producer_epoch=epoch, base_sequence=0, transactional=True)
-        request = dataclasses.replace(produce_request(topic, batch), transactional_id="ghost")
-        response = client.request(request)
-        assert partition_error(response).name == "none", response
-    return pid
 
 
 def test_find_hanging_and_abort(make_broker_process: Any) -> None:

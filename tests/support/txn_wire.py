@@ -11,6 +11,7 @@ markers of the previous transaction) are retried, bounded, through ``wait_for``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from onceflow.records.builder import build_batch
 from onceflow.records.records import iter_records
 from tests.support.kafka import make_topic
 from tests.support.waiting import wait_for
-from tests.support.wire import WireClient, produce_request
+from tests.support.wire import WireClient, init_producer_id, partition_error, produce_request
 
 #: Errors a transaction coordinator answers while it cannot serve the request yet.
 BUSY = {ErrorCode.coordinator_not_available, ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
@@ -320,3 +321,17 @@ def wait_hw_and_lso(client: WireClient, topic: str, expected: tuple[int, int], p
 def wait_txn_state(client: WireClient, transactional_id: str, state: str) -> None:
     wait_for(lambda: describe_transaction(client, transactional_id).transaction_state == state, interval=0.05,
              what=lambda: f"{transactional_id} to be {state}: {describe_transaction(client, transactional_id)}")
+
+
+def make_hanging_transaction(bootstrap: str, topic: str) -> int:
+    """What pre-KIP-890 Kafka could end up with: a transactional batch from a producer id the
+    transaction coordinator never heard of (an idempotent producer id).  Needs
+    transaction.partition.verification.enable=false, else the leader refuses it."""
+    with WireClient(bootstrap) as client:
+        pid, epoch = init_producer_id(client)
+        batch = build_batch([(None, b"ghost-1"), (None, b"ghost-2")], int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, transactional=True)
+        request = dataclasses.replace(produce_request(topic, batch), transactional_id="ghost")
+        response = client.request(request)
+        assert partition_error(response).name == "none", response
+    return pid

@@ -24,15 +24,17 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import faults
 from ..clock import Clock, SystemClock
 from ..config import (
     ADVERTISED_LISTENERS,
+    CONSOLE_ALLOW_ABORT,
     LOG_CLEANER_BACKOFF_MS,
     LOG_CLEANER_ENABLE,
     LOG_RETENTION_CHECK_INTERVAL_MS,
+    METRICS_PORT,
     NODE_ID,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     QUEUED_MAX_REQUESTS,
@@ -62,6 +64,9 @@ from .partitions import PartitionRegistry, Topic
 from .producer_ids import ProducerIdBlocks
 from .server import KafkaProtocol, ServerState
 from .stores import LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
+
+if TYPE_CHECKING:
+    from ..metrics.http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +130,8 @@ class Broker:
                                            self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
         self.state = ServerState()
         self._server: asyncio.AbstractServer | None = None
+        #: The metrics port (``metrics.port``; ``onceflow.metrics.http``), None when off.
+        self.metrics: MetricsServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._missing = [key for key in apis.SUPPORTED if key not in HANDLERS]
         if self._missing:
@@ -152,12 +159,19 @@ class Broker:
         advertised = advertised_address(listeners) if listeners else None
         self.advertised_host, self.advertised_port = advertised or (self.host, self.port)
         self._tasks.append(loop.create_task(self._timers(), name="onceflow-timers"))
+        if (metrics_port := self.config[METRICS_PORT]) is not None:
+            from ..metrics.http import MetricsServer
+
+            self.metrics = MetricsServer(self, self.host, metrics_port, self.config[CONSOLE_ALLOW_ABORT])
+            await self.metrics.start()
         log.info(
             "broker %d serving %s:%d (data in %s, cluster %s)",
             self.node_id, self.host, self.port, self.data_dir, self.registry.cluster_id,
         )
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._server is not None:
             self._server.close()
         for conn in list(self.state.connections):

@@ -55,6 +55,14 @@ class EmbeddedBroker:
         return f"{self._broker.host}:{self._broker.port}"
 
     @property
+    def metrics_url(self) -> str:
+        """``http://host:port/`` of the metrics and console (``metrics.port``; 0 picks a free one)."""
+        metrics = self.broker.metrics
+        if metrics is None:
+            raise RuntimeError("metrics are off: start it with metrics.port set (0: any free port)")
+        return f"http://{metrics.host}:{metrics.port}/"
+
+    @property
     def broker(self) -> Broker:
         if self._broker is None:
             raise RuntimeError("the broker is not running")

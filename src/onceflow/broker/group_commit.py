@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 
 from ..log.partition_log import FlushPoint, PartitionLog
 from ..log.writer import IoThread, fsync_segments
+from ..metrics.stats import FlushStats
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ class GroupCommit:
         self._stopping = False
         self.flushes = 0
         self.fsyncs = 0
+        #: fsync latency and waiters answered per flush, for the metrics endpoint.
+        self.stats = FlushStats()
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -148,43 +152,53 @@ class GroupCommit:
 
     def _fsync_job(self, batch: list[tuple[PartitionLog, FlushPoint]]) -> None:
         """On the I/O thread: fsync, then report to the loop."""
+        started = time.perf_counter()
         try:
             outcomes = fsync_segments([point.segment for _, point in batch])
         except Exception as exc:  # a bug: report it as a failed flush rather than never answering
             log.exception("group commit: fsync failed unexpectedly")
             outcomes = [OSError(f"fsync failed: {exc!r}") for _ in batch]
+        elapsed_ms = (time.perf_counter() - started) * 1000
         assert self._loop is not None
         try:
-            self._loop.call_soon_threadsafe(self._flushed, batch, outcomes)
+            self._loop.call_soon_threadsafe(self._flushed, batch, outcomes, elapsed_ms)
         except RuntimeError:
             pass  # the loop is closed: nobody is waiting any more
 
-    def _flushed(self, batch: list[tuple[PartitionLog, FlushPoint]], outcomes: list[OSError | None]) -> None:
+    def _flushed(self, batch: list[tuple[PartitionLog, FlushPoint]], outcomes: list[OSError | None],
+                 elapsed_ms: float = 0.0) -> None:
         self._flushing = False
         self.flushes += 1
         self.fsyncs += len(batch)
+        self.stats.fsync_ms.observe(elapsed_ms)
+        answered = 0
         for (partition, point), error in zip(batch, outcomes, strict=True):
             if error is None:
                 partition.on_flushed(point)
             else:
                 log.error("%s: fsync failed: %s", partition.name, error)
-            self._settle(partition, point.offset, error)
+            answered += self._settle(partition, point.offset, error)
+        self.stats.batch_waiters.observe(answered)
         if self._dirty:
             self._start_flush()  # what piled up meanwhile: at once, it is already waiting
         else:
             self._wake_idle()
 
-    def _settle(self, partition: PartitionLog, offset: int, error: OSError | None) -> None:
+    def _settle(self, partition: PartitionLog, offset: int, error: OSError | None) -> int:
+        """Answer the waiters ``offset`` covers; returns how many."""
         waiters = self._waiters.get(partition)
         if not waiters:
-            return
+            return 0
+        answered = 0
         while waiters and waiters[0][0] <= offset:
             _, waiter = waiters.popleft()
             _call(waiter, error)
+            answered += 1
         if not waiters:
             del self._waiters[partition]
         else:
             self.mark_dirty(partition)
+        return answered
 
     def _wake_idle(self) -> None:
         for fut in self._idle:

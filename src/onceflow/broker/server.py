@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..metrics.stats import RequestStats
 from ..protocol.errors import ProtocolError
 from ..protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
 
@@ -47,11 +49,12 @@ Handler = Callable[[Request, "KafkaProtocol"], Any]
 
 
 class _Slot:
-    __slots__ = ("body", "correlation_id", "future", "request")
+    __slots__ = ("body", "correlation_id", "future", "request", "started")
 
-    def __init__(self, request: Request | None, correlation_id: int) -> None:
+    def __init__(self, request: Request | None, correlation_id: int, started: float) -> None:
         self.request = request
         self.correlation_id = correlation_id
+        self.started = started
         self.body: Any = None
         self.future: asyncio.Future[Any] | None = None
 
@@ -62,6 +65,8 @@ class ServerState:
     def __init__(self) -> None:
         self.connections: set[KafkaProtocol] = set()
         self.total_requests = 0
+        #: Per-request counts for the metrics endpoint (``onceflow.metrics``).
+        self.stats = RequestStats()
 
 
 class KafkaProtocol(asyncio.BufferedProtocol):
@@ -96,10 +101,13 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self.client_host = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
         self._state.connections.add(self)
+        self._state.stats.connections_created += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._state.connections.discard(self)
+        if self in self._state.connections:
+            self._state.connections.discard(self)
+            self._state.stats.connections_closed += 1
         for slot in self._slots:
             if slot.future is not None and not slot.future.done():
                 slot.future.cancel()
@@ -148,10 +156,13 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self._fail(str(exc))
             return
+        started = time.perf_counter()
         self._state.total_requests += 1
         if isinstance(request, UnknownApiVersions):
-            self._push(_Slot(None, request.correlation_id), self._unknown_api_versions(request))
+            self._push(_Slot(None, request.correlation_id, started), self._unknown_api_versions(request))
             return
+        self._state.stats.received(request.api_key, request.api_version, request.size, request.client_id,
+                                   self.client_host, request.body)
         try:
             result = self._dispatch(request, self)
         except Exception:
@@ -160,7 +171,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         if result is None:
             return  # acks=0 produce: Kafka sends no response
-        self._push(_Slot(request, request.correlation_id), result)
+        self._push(_Slot(request, request.correlation_id, started), result)
 
     def _push(self, slot: _Slot, result: Any) -> None:
         if isinstance(result, Awaitable):
@@ -197,7 +208,11 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             if slot.body is None:
                 continue
             assert transport is not None
-            transport.write(encode_response(slot.correlation_id, slot.body))
+            frame = encode_response(slot.correlation_id, slot.body)
+            transport.write(frame)
+            if slot.request is not None:
+                self._state.stats.answered(slot.request.api_key, slot.body,
+                                           (time.perf_counter() - slot.started) * 1000, len(frame))
 
     # -- flow control and closing ---------------------------------------------
 
@@ -211,6 +226,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         should_pause = self._blocked()
         if should_pause and not self._read_paused:
             self._read_paused = True
+            self._state.stats.paused("write_buffer" if self._write_paused else "in_flight")
             self._transport.pause_reading()
         elif not should_pause and self._read_paused:
             self._read_paused = False

@@ -120,6 +120,11 @@ _SNAPSHOT_CRC_START = 6
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 
+#: KIP-664: how far past transaction.max.timeout.ms a transaction must be to count as late
+#: (Kafka's ProducerStateManager.LATE_TRANSACTION_BUFFER_MS).
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
+
+
 class AppendOrigin(enum.Enum):
     #: A producer's batch: epoch, sequence and duplicate checks.
     CLIENT = "client"
@@ -410,6 +415,26 @@ class ProducerStateManager:
 
     def producers(self) -> dict[int, ProducerStateEntry]:
         return dict(self._producers)
+
+    @property
+    def producer_id_count(self) -> int:
+        """Producer ids with state here (Kafka's ProducerIdCount, KIP-854)."""
+        return len(self._producers)
+
+    def oldest_transaction_timestamp(self) -> int | None:
+        """The last batch timestamp of the producer whose open transaction is the oldest here
+        (Kafka's ``oldestTxnLastTimestamp``); None with no open transaction."""
+        if not self._ongoing:
+            return None
+        entry = self._producers.get(self._ongoing[min(self._ongoing)])
+        return None if entry is None else entry.last_timestamp
+
+    def has_late_transaction(self, now_ms: int, max_transaction_timeout_ms: int) -> bool:
+        """KIP-664's rule (Kafka's ``hasLateTransaction``): the oldest open transaction's producer
+        has been silent longer than ``transaction.max.timeout.ms`` plus five minutes, so no
+        coordinator is going to end it: a hanging-transaction candidate."""
+        last = self.oldest_transaction_timestamp()
+        return last is not None and last > 0 and now_ms - last > max_transaction_timeout_ms + LATE_TRANSACTION_BUFFER_MS
 
     def ongoing_transactions(self) -> list[tuple[int, int]]:
         """(producer id, first offset) of every open transaction, oldest first."""

@@ -73,6 +73,7 @@ from typing import Any
 
 from ...clock import Clock
 from ...config import BrokerConfig
+from ...metrics.stats import TxnStats
 from ...protocol.errors import ErrorCode
 from ..runtime import CoordinatorRuntime
 from .markers import TransactionMarkerChannelManager
@@ -160,6 +161,11 @@ class TransactionCoordinator:
         )
         runtime.on_timer(ParkedExpiry, self._on_parked_expiry)
 
+    @property
+    def stats(self) -> TxnStats:
+        """Commits, aborts, timeouts, fenced instances, EndTxn -> Complete latency (``metrics``)."""
+        return self._state.stats
+
     # ================================================================ plumbing (coordinator/runtime.py)
 
     @property
@@ -202,6 +208,10 @@ class TransactionCoordinator:
     def transaction(self, transactional_id: str) -> TransactionMetadata | None:
         """The in-memory metadata (for inspection only; do not mutate)."""
         return self._state.get(transactional_id)
+
+    def transactions(self) -> list[TransactionMetadata]:
+        """Every cached transactional id's metadata (for inspection only; do not mutate)."""
+        return self._state.all()
 
     def transactional_ids(self) -> list[str]:
         return sorted(md.transactional_id for md in self._state.all())
@@ -288,6 +298,8 @@ class TransactionCoordinator:
                     )
                 )
 
+            # A new instance (no id and epoch of its own) taking over an initialized id fences the old one.
+            takes_over = expected is None and md.producer_epoch >= 0
             result = self._prepare_init_producer_id_transit(md, transaction_timeout_ms, expected)
             if isinstance(result, ErrorCode):
                 fail(result)
@@ -313,6 +325,7 @@ class TransactionCoordinator:
                 if error is ErrorCode.none:
                     log.info("initialized transactional id %r with producer id %d epoch %d",
                              transactional_id, transit.producer_id, transit.producer_epoch)
+                    self._state.stats.fenced += takes_over
                     answer(ErrorCode.none, transit.producer_id, transit.producer_epoch)
                 else:
                     answer(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 
 from ...clock import Clock
 from ...config import TRANSACTION_MAX_TIMEOUT_MS, TRANSACTION_VERSION, TRANSACTIONAL_ID_EXPIRATION_MS, BrokerConfig
+from ...metrics.stats import TxnStats
 from ...protocol.errors import ErrorCode
 from .. import TRANSACTION_STATE_TOPIC
 from ..partitioning import partition_for
@@ -137,6 +138,8 @@ class TransactionStateManager:
         self._guard = guard
         self._cache: dict[str, TransactionMetadata] = {}
         self._closed = False
+        #: Completed transactions and their EndTxn -> Complete latency (``_applied``), for the metrics.
+        self.stats = TxnStats()
 
     # ---------------------------------------------------------------- config
 
@@ -279,7 +282,9 @@ class TransactionStateManager:
                              transactional_id, transit.txn_state)
                     result = ErrorCode.not_coordinator
                 else:
+                    before, prepared_ms = md.state, md.txn_last_update_timestamp
                     md.complete_transition(transit)
+                    self._applied(transactional_id, before, transit, prepared_ms)
             else:
                 log.info("appending %s for transactional id %r failed: %s (returning %s)",
                          transit.txn_state, transactional_id, error.name, result.name)
@@ -291,6 +296,24 @@ class TransactionStateManager:
             self.partition_for(transactional_id), key, value, lambda error: self._guard(lambda: on_done(error)),
             durable=durable,
         )
+
+    def _applied(self, transactional_id: str, before: TransactionState, transit: TxnTransitMetadata,
+                 prepared_ms: int) -> None:
+        """Every durable change of a transactional id passes here: counted, and logged at DEBUG
+        with the id as a field, so that one transaction's life can be followed in the log."""
+        state = transit.txn_state
+        if state is TransactionState.COMPLETE_COMMIT or state is TransactionState.COMPLETE_ABORT:
+            if state is TransactionState.COMPLETE_COMMIT:
+                self.stats.commits += 1
+            else:
+                self.stats.aborts += 1
+            self.stats.end_to_complete_ms.observe(max(0, transit.txn_last_update_timestamp - prepared_ms))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("transactional id %r: %s -> %s (producer %d epoch %d, partitions %s)", transactional_id,
+                      before, state, transit.producer_id, transit.producer_epoch,
+                      ",".join(f"{topic}-{partition}" for topic, partition in sorted(transit.topic_partitions)) or "none",
+                      extra={"transactional_id": transactional_id, "producer_id": transit.producer_id,
+                             "producer_epoch": transit.producer_epoch})
 
     # ---------------------------------------------------------------- housekeeping
 

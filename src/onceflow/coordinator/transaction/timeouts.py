@@ -105,6 +105,7 @@ class TransactionTimeouts:
                      "timeout %d ms", tid, md.producer_id, md.producer_epoch, now - md.txn_start_timestamp,
                      md.txn_timeout_ms)
             fence = md.prepare_fence_producer_epoch()
+            self._state.stats.timeouts += 1
             self._abort(tid, fence.producer_id, fence.producer_epoch,
                         functools.partial(self._on_timeout_abort_done, tid))
 
