@@ -19,7 +19,7 @@ def test_a_full_disk_at_start_says_to_free_space(tmp_path: Path, monkeypatch: py
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(broker.Broker, "start", no_space)
-    monkeypatch.setattr(cli, "_setup_logging", lambda level: None)  # leave the test run's logging as it is
+    monkeypatch.setattr(cli, "_setup_logging", lambda level, log_format="text": None)  # leave the test run's logging as it is
     with caplog.at_level(logging.DEBUG, logger="onceflow"):
         code = cli.main(["--log-level", "DEBUG", "broker", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"])
     assert code == 1
