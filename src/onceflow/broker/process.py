@@ -56,7 +56,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | Path | None = None, overrides: Mapping[str, str] | None = None, *,
                  port: int | None = None, log_path: str | Path | None = None, log_level: str | None = None,
-                 log_to_stderr: bool = False) -> None:
+                 log_to_stderr: bool = False, log_format: str | None = None) -> None:
         #: The temporary directory made for the data and the log when no ``data_dir`` is given.
         self._own_root: Path | None = None
         if data_dir is None:
@@ -69,6 +69,8 @@ class BrokerProcess:
         #: ``--log-level`` for the broker; None: the CLI's default.
         self.log_level = log_level
         self.log_to_stderr = log_to_stderr
+        #: ``--log-format`` (text or json); None: the CLI's default.
+        self.log_format = log_format
         #: Added to the environment of the next start (e.g. ``ONCEFLOW_FAULT``), then cleared.
         self.env: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
@@ -89,6 +91,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "onceflow"]
         if self.log_level is not None:
             cmd += ["--log-level", self.log_level]
+        if self.log_format is not None:
+            cmd += ["--log-format", self.log_format]
         cmd += ["broker", "--data-dir", str(self.data_dir), "--listen", self.bootstrap_servers]
         for key, value in self.overrides.items():
             cmd += ["-o", f"{key}={value}"]

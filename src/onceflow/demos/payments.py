@@ -111,17 +111,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
-    from ..broker.process import FAST_GROUPS, BrokerProcess
+    from ..broker.process import FAST_GROUPS, BrokerProcess, free_port
 
     with contextlib.ExitStack() as stack:
         broker: BrokerProcess | None = None
         bootstrap = args.bootstrap_servers
         if bootstrap is None:
-            broker = BrokerProcess(workdir / "broker", FAST_GROUPS, log_path=workdir / "broker.log", log_level="WARNING")
+            metrics_port = free_port()
+            broker = BrokerProcess(workdir / "broker", {**FAST_GROUPS, "metrics.port": str(metrics_port)},
+                                   log_path=workdir / "broker.log", log_level="WARNING")
             broker.start()
             stack.callback(broker.stop, keep=args.keep)
             bootstrap = broker.bootstrap_servers
-            console.print(f"[bold]1.[/] started [cyan]onceflow broker[/] on {bootstrap}")
+            console.print(f"[bold]1.[/] started [cyan]onceflow broker[/] on {bootstrap}; watch it live at "
+                          f"[cyan]http://127.0.0.1:{metrics_port}/[/] (open transactions, LSO lag, the query's "
+                          "micro-batches)")
         else:
             console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")
         pipeline.create_topics(bootstrap)

@@ -179,6 +179,12 @@ class _HttpConnection(asyncio.Protocol):
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
             if isinstance(event, h11.Request):
+                # h11 caps headers that arrive in pieces; a block that arrives whole is measured here.
+                if sum(len(k) + len(v) + 4 for k, v in event.headers) + len(event.target) > MAX_HEADER_BYTES:
+                    log.warning("metrics port: bad request from %s: headers over %d bytes (431)", self.peer,
+                                MAX_HEADER_BYTES)
+                    self._send_error(431, "request headers too large")
+                    return
                 self._request = event
                 self._body.clear()
             elif isinstance(event, h11.Data):

@@ -6,17 +6,20 @@ foreachBatch helper writing several topics; batch jobs; bad options and columns.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from onceflow.broker.process import free_port
 from tests.integration.spark.support import (
     TIMEOUT,
     assert_exactly_once,
@@ -37,13 +40,23 @@ from tests.support.waiting import wait_for
 DRIVER = str(Path(__file__).with_name("driver.py"))
 
 
+@pytest.mark.parametrize("broker_process", [{"metrics.port": str(free_port())}], indirect=True)
 def test_a_micro_batch_pipeline_writes_each_committed_record_once(spark: Any, broker_process: BrokerProcess) -> None:
     bs = broker_process.bootstrap_servers
     src, dst = new_topic(bs, 3), new_topic(bs, 2)
     committed = inputs(bs, src, 600)
     query = run_available_now(upper(source(spark, bs, src, maxOffsetsPerTrigger="150")), sink_options(bs, dst), checkpoint())
-    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= 4
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    assert len(batches) >= 4
     assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
+    # The console's Pipelines: the query's progress topic, read by the broker, shows its last micro-batch.
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker_process.overrides['metrics.port']}/api/state",
+                                timeout=TIMEOUT) as response:
+        pipelines = json.loads(response.read())["pipelines"]
+    [pipeline] = [p for p in pipelines if p["query"] == query.id]
+    assert pipeline["last_batch"] == batches[-1]["batchId"]
+    last = [slot for slot in pipeline["slots"] if slot["batch"] == pipeline["last_batch"]]
+    assert last and all(slot["rows"] >= 0 and slot["lag"] == 0 for slot in last)
 
 
 @pytest.mark.parametrize("action", ["raise", "exit"])

@@ -314,7 +314,7 @@ class TransactionCoordinator:
                            NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
                 log.info("InitProducerId for %r: aborting the ongoing transaction of producer %d epoch %d first",
-                         transactional_id, md.producer_id, md.producer_epoch)
+                         transactional_id, md.producer_id, md.producer_epoch, extra={"transactional_id": transactional_id})
                 # Not the client's abort: the server's transaction version says how (KAFKA-19367).
                 self._end_transaction(transactional_id, transit.producer_id, transit.producer_epoch,
                                       commit=False, from_client=False,
@@ -323,8 +323,10 @@ class TransactionCoordinator:
 
             def on_appended(error: ErrorCode) -> None:
                 if error is ErrorCode.none:
-                    log.info("initialized transactional id %r with producer id %d epoch %d",
-                             transactional_id, transit.producer_id, transit.producer_epoch)
+                    log.info("initialized transactional id %r with producer id %d epoch %d%s",
+                             transactional_id, transit.producer_id, transit.producer_epoch,
+                             " (the previous instance is fenced)" if takes_over else "",
+                             extra={"transactional_id": transactional_id})
                     self._state.stats.fenced += takes_over
                     answer(ErrorCode.none, transit.producer_id, transit.producer_epoch)
                 else:

@@ -152,7 +152,7 @@ class TransactionMarkerChannelManager:
             return
         log.debug("writing %s markers of transactional id %r (producer %d epoch %d) to %s",
                   "COMMIT" if pending.commit else "ABORT", pending.transactional_id, md.producer_id,
-                  md.producer_epoch, sorted(partitions))
+                  md.producer_epoch, sorted(partitions), extra={"transactional_id": pending.transactional_id})
         self._writer.write_markers(
             md.producer_id,
             md.producer_epoch,
@@ -248,7 +248,8 @@ class TransactionMarkerChannelManager:
 
         def on_appended(error: ErrorCode) -> None:
             if error is ErrorCode.none:
-                log.debug("completed the transaction of transactional id %r: %s", tid, pending.transit.txn_state)
+                log.debug("completed the transaction of transactional id %r: %s", tid, pending.transit.txn_state,
+                          extra={"transactional_id": tid})
                 self._on_completed(tid)
                 return
             if self._state.get(tid) is not pending.metadata:

@@ -103,7 +103,7 @@ class TransactionTimeouts:
             tid = md.transactional_id
             log.info("aborting transaction of transactional id %r (producer %d epoch %d): open for %d ms, "
                      "timeout %d ms", tid, md.producer_id, md.producer_epoch, now - md.txn_start_timestamp,
-                     md.txn_timeout_ms)
+                     md.txn_timeout_ms, extra={"transactional_id": tid})
             fence = md.prepare_fence_producer_epoch()
             self._state.stats.timeouts += 1
             self._abort(tid, fence.producer_id, fence.producer_epoch,
