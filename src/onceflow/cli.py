@@ -1,6 +1,7 @@
 """The ``onceflow`` command.
 
-    onceflow [--log-level L] [--log-format text|json] broker [--data-dir DIR] [--listen HOST:PORT] [--config server.properties] [-o key=value ...] [--metrics-port PORT]
+    onceflow [--log-level L] [--log-format text|json] broker [--data-dir DIR] [--listen HOST:PORT]
+             [--config server.properties] [-o key=value ...] [--metrics-port PORT]
     onceflow demo [payments|broker-crash] [--payments N] [--no-faults] [--keep] [--bootstrap-servers HOST:PORT]
     onceflow bench produce|consume [...]
     onceflow chaos [--seconds S] [--kills N] [--pauses N] [--resets N] [--crash-rolls N] [...]
