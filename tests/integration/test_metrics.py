@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from onceflow.broker.process import free_port
 from tests.support.broker import FAST_GROUPS, BrokerProcess
 from tests.support.kafka import make_topic, produce, read_all
 from tests.support.txn_wire import READ_COMMITTED, READ_UNCOMMITTED, fetch, wait_hw_and_lso
@@ -31,7 +30,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module, its metrics on a free port, timeouts swept every 200 ms."""
     proc = BrokerProcess(tmp_path_factory.mktemp("metrics") / "data", {
-        **FAST_GROUPS, "metrics.port": str(free_port()),
+        **FAST_GROUPS, "metrics.port": "0",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"},
         log_level="DEBUG", log_format="json")
     proc.start()
@@ -42,7 +41,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def metrics_url(broker: BrokerProcess) -> str:
-    return f"http://127.0.0.1:{broker.overrides['metrics.port']}"
+    return f"http://127.0.0.1:{broker.metrics_port}"
 
 
 def scrape(broker: BrokerProcess) -> Samples:
@@ -232,7 +231,8 @@ def _http_raw(port: int, data: bytes, read: bool = True) -> bytes:
 
 
 def test_bad_http_input_does_not_disturb_the_kafka_listener(broker: BrokerProcess) -> None:
-    port = int(broker.overrides["metrics.port"])
+    port = broker.metrics_port
+    assert port is not None
     bs = broker.bootstrap_servers
     make_topic(bs, "steady", 1)
     with pytest.raises(urllib.error.HTTPError) as missing:

@@ -71,6 +71,8 @@ class BrokerProcess:
         self.log_to_stderr = log_to_stderr
         #: ``--log-format`` (text or json); None: the CLI's default.
         self.log_format = log_format
+        #: The metrics port the running broker serves (``metrics.port``; 0 resolved), None when off.
+        self.metrics_port: int | None = None
         #: Added to the environment of the next start (e.g. ``ONCEFLOW_FAULT``), then cleared.
         self.env: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
@@ -113,6 +115,11 @@ class BrokerProcess:
             self.proc.wait(STOP_TIMEOUT_S)
             log = "its log went to stderr" if self.log_to_stderr else f"the end of {self.log_path}:\n{self.log_tail()}"
             raise RuntimeError(f"the broker did not start (no {ready!r}, but {line!r}); {log}")
+        self.metrics_port = None
+        if self.overrides.get("metrics.port") is not None:  # printed right after the ready line
+            url = self.proc.stdout.readline().strip()
+            if url.startswith("metrics and console on http://"):
+                self.metrics_port = int(url.rstrip("/").rsplit(":", 1)[1])
         return self
 
     def log(self) -> str:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from onceflow.broker.process import free_port
 from tests.integration.spark.support import (
     TIMEOUT,
     assert_exactly_once,
@@ -40,7 +39,7 @@ from tests.support.waiting import wait_for
 DRIVER = str(Path(__file__).with_name("driver.py"))
 
 
-@pytest.mark.parametrize("broker_process", [{"metrics.port": str(free_port())}], indirect=True)
+@pytest.mark.parametrize("broker_process", [{"metrics.port": "0"}], indirect=True)
 def test_a_micro_batch_pipeline_writes_each_committed_record_once(spark: Any, broker_process: BrokerProcess) -> None:
     bs = broker_process.bootstrap_servers
     src, dst = new_topic(bs, 3), new_topic(bs, 2)
@@ -50,7 +49,7 @@ def test_a_micro_batch_pipeline_writes_each_committed_record_once(spark: Any, br
     assert len(batches) >= 4
     assert_exactly_once(read_topic(bs, dst, [0, 1]), committed)
     # The console's Pipelines: the query's progress topic, read by the broker, shows its last micro-batch.
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker_process.overrides['metrics.port']}/api/state",
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker_process.metrics_port}/api/state",
                                 timeout=TIMEOUT) as response:
         pipelines = json.loads(response.read())["pipelines"]
     [pipeline] = [p for p in pipelines if p["query"] == query.id]
