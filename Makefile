@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: all install bytecode demo test check unit integration fuzz reference-suite spark-platforms bounce chaos bench check-java reference state-diagrams clean
+.PHONY: all install bytecode demo test check unit integration fuzz reference-suite spark-platforms bounce chaos bench check-java check-chromium reference state-diagrams clean
 
 all: test
 
@@ -29,6 +29,11 @@ bytecode: $(STAMP)
 check-java:
 	@scripts/check-java.sh
 
+# Debian's chromium at /usr/bin/chromium, which the console's browser tests drive through Playwright
+# (tests/integration/test_console.py; never "playwright install"): installed with apt-get when root.
+check-chromium:
+	@scripts/check-chromium.sh
+
 # Apache Kafka (broker, tools, Java client) and Spark's JVM Kafka connector from Maven Central
 # into ~/.m2, our Java programs compiled, the classpaths written to reference/target/.
 reference: $(STAMP) check-java
@@ -40,7 +45,7 @@ demo: $(STAMP) bytecode check-java
 
 # Everything but the tests marked "long" (pyproject.toml), which make reference-suite runs, and
 # "platforms", which make spark-platforms runs.
-test: $(STAMP) bytecode check-java reference
+test: $(STAMP) bytecode check-java check-chromium reference
 	$(BIN)/python -m pytest -q -m "not long and not platforms" $(PYTEST_ARGS)
 
 # Lint and type-check the sources (configured in pyproject.toml).
