@@ -6,6 +6,7 @@ disturbs the Kafka listener."""
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 import urllib.error
@@ -327,3 +328,82 @@ def test_pipelines_show_each_slots_last_committed_micro_batch_not_an_aborted_att
             for s in family.samples if s.name.startswith("onceflow_pipeline_")}
         assert samples == {("onceflow_pipeline_slot_batch", "0"): 3, ("onceflow_pipeline_slot_batch", "1"): 1,
                            ("onceflow_pipeline_slot_lag_batches", "0"): 0, ("onceflow_pipeline_slot_lag_batches", "1"): 2}
+
+
+def _request(port: int, data: bytes) -> bytes:
+    """One request on its own connection (Connection: close), the whole answer."""
+    return _http_raw(port, data)
+
+
+def test_http_details_head_gzip_absolute_form_continue_and_foreign_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from onceflow.broker.embedded import EmbeddedBroker
+    from onceflow.metrics import http
+
+    monkeypatch.setattr(http, "REQUEST_TIMEOUT_S", 0.5)
+    with EmbeddedBroker(**{"metrics.port": 0, "console.allow.abort": True}) as embedded:
+        port = int(embedded.metrics_url.rsplit(":", 1)[1].strip("/"))
+        host = f"Host: 127.0.0.1:{port}\r\n".encode()
+        head = _request(port, b"HEAD /metrics HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n"), head[-200:]
+        zipped = _request(port, b"GET /metrics HTTP/1.1\r\n" + host + b"Accept-Encoding: gzip\r\nConnection: close\r\n\r\n")
+        assert b"content-encoding: gzip" in zipped.lower()
+        assert b"kafka_network_requestmetrics" in gzip.decompress(zipped.split(b"\r\n\r\n", 1)[1])
+        absolute = _request(port, f"GET http://127.0.0.1:{port}/api/state HTTP/1.1\r\n".encode() + host
+                            + b"Connection: close\r\n\r\n")
+        assert absolute.startswith(b"HTTP/1.1 200") and b'"transactions"' in absolute
+        body = b'{"topic": "t", "partition": 0, "producer_id": 1}'
+        expect = _request(port, b"POST /api/abort HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                          b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode()
+                          + b"\r\n\r\n" + body)
+        assert expect.startswith(b"HTTP/1.1 100") and b"HTTP/1.1 409" in expect, expect[:300]
+        # A DNS-rebinding page names another host: the console and its API do not answer it.
+        rebound = _request(port, b"GET /api/state HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        assert rebound.startswith(b"HTTP/1.1 421")
+        foreign = _request(port, b"POST /api/abort HTTP/1.1\r\n" + host + b"Origin: http://evil.example\r\n"
+                           b"Content-Type: application/json\r\nConnection: close\r\nContent-Length: "
+                           + str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert foreign.startswith(b"HTTP/1.1 403")
+        # A client trickling its headers is cut off REQUEST_TIMEOUT_S after its first byte.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            started = time.monotonic()
+            closed = False
+            for piece in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 60:
+                try:
+                    sock.sendall(bytes([piece]))
+                except OSError:
+                    closed = True
+                    break
+                ready, _, _ = select.select([sock], [], [], 0.05)
+                if ready and sock.recv(100) == b"":
+                    closed = True
+                    break
+            assert closed and time.monotonic() - started < 3, "the trickling client was not cut off"
+        assert len(embedded.broker.metrics.connections) == 0 if embedded.broker.metrics else True
+
+
+def test_the_console_aborts_only_a_hanging_transaction_never_a_live_one() -> None:
+    """An abort of a transaction a live producer still owns would tear it: its other partitions commit."""
+    from onceflow.broker.embedded import EmbeddedBroker
+
+    with EmbeddedBroker(**{"metrics.port": 0, "console.allow.abort": True}) as embedded:
+        bs = embedded.bootstrap_servers
+        make_topic(bs, "accounts", 2)
+        live = Producer({"bootstrap.servers": bs, "transactional.id": "transfer"})
+        live.init_transactions(TIMEOUT)
+        live.begin_transaction()
+        live.produce("accounts", b"debit", partition=0)
+        live.produce("accounts", b"credit", partition=1)
+        live.flush(TIMEOUT)
+        [txn] = json.loads(urllib.request.urlopen(embedded.metrics_url + "api/state", timeout=10).read())["transactions"]
+        assert txn["transactional_id"] == "transfer" and txn["hanging"] is None
+        request = urllib.request.Request(embedded.metrics_url + "api/abort", method="POST",
+                                         headers={"Content-Type": "application/json"},
+                                         data=json.dumps({"topic": "accounts", "partition": 0,
+                                                          "producer_id": txn["producer_id"]}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 409 and b"no hanging transaction" in refused.value.read()
+        live.commit_transaction(TIMEOUT)
+        assert sorted(read_all(bs, "accounts", [0, 1], "read_committed")) == [b"credit", b"debit"]

@@ -1288,3 +1288,33 @@ def test_random_interleavings_keep_invariants(seed: int, caplog: pytest.LogCaptu
             assert md.pending_state is None and md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT), md
     assert not [r for r in caplog.records if r.exc_info]  # no callback or step raised
     h.coord.shutdown()
+
+
+def test_stats_count_commits_aborts_fences_and_time_endtxn_to_complete_with_every_marker() -> None:
+    h = Harness()
+    pid, epoch = h.started("t", ("a", 0))
+    box = h.end("t", pid, epoch, commit=True)
+    h.store.complete_all()
+    assert box.one is E.none
+    h.clock.advance(1500)  # the markers take 1.5 s to be written
+    while h.markers.calls:
+        h.markers.complete()
+    h.store.complete_all()
+    stats = h.coord.stats
+    assert (stats.commits, stats.aborts, stats.fenced) == (1, 0, 0)
+    assert stats.end_to_complete_ms.count == 1 and stats.end_to_complete_ms.sum == 1500
+    # A new instance takes the id over: the old one is fenced.
+    h.init_ok("t")
+    assert stats.fenced == 1
+    pid, epoch = h.md("t").producer_id, h.md("t").producer_epoch
+    h.begin("t", pid, epoch, ("a", 0))
+    h.finish("t", pid, epoch, commit=False)
+    assert (stats.commits, stats.aborts, stats.end_to_complete_ms.count) == (1, 1, 2)
+    # A transaction that outlives its timeout: aborted by the coordinator, counted as a timeout too.
+    h.begin("t", pid, epoch, ("a", 0))
+    h.advance(TIMEOUT + 1000)
+    h.store.complete_all()
+    while h.markers.calls:
+        h.markers.complete()
+    h.store.complete_all()
+    assert (stats.timeouts, stats.aborts) == (1, 2)

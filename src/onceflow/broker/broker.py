@@ -163,7 +163,12 @@ class Broker:
             from ..metrics.http import MetricsServer
 
             self.metrics = MetricsServer(self, self.host, metrics_port, self.config[CONSOLE_ALLOW_ABORT])
-            await self.metrics.start()
+            try:
+                await self.metrics.start()
+            except OSError:  # its port taken: nothing of this start is left running
+                self.metrics = None
+                await self.stop()
+                raise
         log.info(
             "broker %d serving %s:%d (data in %s, cluster %s)",
             self.node_id, self.host, self.port, self.data_dir, self.registry.cluster_id,

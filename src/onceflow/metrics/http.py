@@ -19,8 +19,10 @@ line and answered or closed, never raised.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +31,7 @@ import h11
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from . import console
+from . import console, views
 from .collector import BrokerCollector
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ class Reply:
     status: int
     content_type: str
     body: bytes
+    content_encoding: str | None = None
 
 
 def _json(status: int, data: Any) -> Reply:
@@ -67,7 +70,7 @@ class MetricsServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[_HttpConnection] = set()
         self._routes: dict[tuple[str, str], Callable[[bytes, dict[str, str]], Reply | Awaitable[Reply]]] = {
-            ("GET", "/metrics"): lambda body, headers: Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry)),
+            ("GET", "/metrics"): self._metrics,
             ("GET", "/"): lambda body, headers: Reply(200, "text/html; charset=utf-8", console.page()),
             ("GET", "/api/state"): lambda body, headers: _json(200, console.state(self._broker, self.allow_abort)),
             ("POST", "/api/abort"): self._abort,
@@ -91,7 +94,13 @@ class MetricsServer:
             self._server = None
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply | Awaitable[Reply]:
-        path = target.split("?", 1)[0]
+        path = urllib.parse.urlsplit(target).path or "/"  # origin-form, or absolute-form (RFC 9112 3.2.2)
+        if path != "/metrics" and not self._own_host(headers.get("host", "")):
+            # Another name for this address is what a DNS-rebinding page would send: the console
+            # and its API answer only to the names the broker is known by (the metrics do not).
+            return _json(421, {"error": f"this console does not answer to host {headers.get('host', '')!r}"})
+        if method == "HEAD":  # as GET, without the body (``_respond``)
+            method = "GET"
         route = self._routes.get((method, path))
         if route is None:
             if any(p == path for _, p in self._routes):
@@ -99,19 +108,41 @@ class MetricsServer:
             return _json(404, {"error": f"no such page: {path}"})
         return route(body, headers)
 
+    def _own_host(self, host: str) -> bool:
+        """Whether ``host`` (a Host header) names this server: its address, the broker's advertised
+        host, or a loopback name, with this port.  Bound to a wildcard address, any name is."""
+        if self.host in ("0.0.0.0", "::", ""):
+            return True
+        names = {self.host, self._broker.advertised_host, "localhost", "127.0.0.1", "[::1]"}
+        return host.lower() in {f"{name}:{self.port}".lower() for name in names}
+
+    def _metrics(self, body: bytes, headers: dict[str, str]) -> Reply:
+        text = generate_latest(self.registry)
+        if "gzip" in headers.get("accept-encoding", ""):
+            return Reply(200, CONTENT_TYPE_LATEST, gzip.compress(text, compresslevel=1), "gzip")
+        return Reply(200, CONTENT_TYPE_LATEST, text)
+
     async def _abort(self, body: bytes, headers: dict[str, str]) -> Reply:
         """Abort a hanging transaction on one partition: ``{"topic", "partition", "producer_id"}``."""
         if not self.allow_abort:
             return _json(403, {"error": "the console is read-only (set console.allow.abort=true to abort from it)"})
         # A JSON content type is not one a cross-site form can send without the browser asking first
-        # (CORS preflight, which this server never grants): only a page of this origin can abort.
+        # (CORS preflight, which this server never grants), and a browser names the page's origin.
         if headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _json(415, {"error": "send the abort as application/json"})
+        origin = headers.get("origin")
+        if origin is not None and urllib.parse.urlsplit(origin).netloc.lower() != headers.get("host", "").lower():
+            return _json(403, {"error": f"an abort from another origin ({origin}) is refused"})
         try:
             spec = json.loads(body)
             topic, partition, producer_id = str(spec["topic"]), int(spec["partition"]), int(spec["producer_id"])
         except (ValueError, KeyError, TypeError) as exc:
             return _json(400, {"error": f"expected topic, partition and producer_id: {exc}"})
+        # Only a hanging-transaction candidate, judged as the page shows it (``views``): an abort of a
+        # transaction a live producer still owns would tear it (its other partitions commit).
+        if views.hanging_on(self._broker, self._broker.clock.now_ms(), topic, partition, producer_id) is None:
+            return _json(409, {"error": f"producer {producer_id} has no hanging transaction on {topic}-{partition}: "
+                                        "only a transaction no coordinator will end may be aborted here"})
         from ..tools.common import ToolError, error_line
         from ..tools.txn import abort_transaction
 
@@ -138,6 +169,8 @@ class _HttpConnection(asyncio.Protocol):
         self._request: h11.Request | None = None
         self._body = bytearray()
         self._busy = False
+        #: A request has begun arriving: it must be whole within REQUEST_TIMEOUT_S of its first byte.
+        self._receiving = False
         self._timer: asyncio.TimerHandle | None = None
         self.peer = "?"
 
@@ -159,8 +192,9 @@ class _HttpConnection(asyncio.Protocol):
             self._timer.cancel()
 
     def data_received(self, data: bytes) -> None:
-        if self._conn.their_state is h11.IDLE and not self._busy:
-            self._arm(REQUEST_TIMEOUT_S)  # the request has begun: it must arrive whole in time
+        if not self._receiving and not self._busy:
+            self._receiving = True
+            self._arm(REQUEST_TIMEOUT_S)  # armed once per request, not per chunk: slow clients are cut off
         try:
             self._conn.receive_data(data)
         except RuntimeError:  # data after the connection was closed or errored: ignore it
@@ -187,6 +221,8 @@ class _HttpConnection(asyncio.Protocol):
                     return
                 self._request = event
                 self._body.clear()
+                if self._conn.they_are_waiting_for_100_continue:
+                    self._write(h11.InformationalResponse(status_code=100, headers=[]))
             elif isinstance(event, h11.Data):
                 self._body += event.data
                 if len(self._body) > MAX_BODY_BYTES:
@@ -222,14 +258,27 @@ class _HttpConnection(asyncio.Protocol):
             self.close()
             return
         exc = task.exception()
-        self._respond(task.result() if exc is None else _json(500, {"error": repr(exc)}))
+        if exc is not None:
+            log.error("metrics port: a request from %s failed", self.peer, exc_info=exc)
+        self._respond(task.result() if exc is None else _json(500, {"error": "internal error; the broker's log has the details"}))
         self._process()
 
     def _respond(self, reply: Reply) -> None:
+        self._receiving = False
+        head = self._request is not None and self._request.method == b"HEAD"
         headers = [("content-type", reply.content_type), ("content-length", str(len(reply.body))),
                    ("cache-control", "no-store"), ("x-content-type-options", "nosniff")]
-        if self._write(h11.Response(status_code=reply.status, headers=headers)) and self._write(h11.Data(data=reply.body)):
-            self._write(h11.EndOfMessage())
+        if reply.content_encoding:
+            headers.append(("content-encoding", reply.content_encoding))
+        try:
+            if self._write(h11.Response(status_code=reply.status, headers=headers)):
+                if not head:
+                    self._write(h11.Data(data=reply.body))
+                self._write(h11.EndOfMessage())
+        except h11.LocalProtocolError as exc:
+            log.warning("metrics port: cannot answer %s: %s", self.peer, exc)
+            self.close()
+            return
         if self._conn.our_state is h11.MUST_CLOSE or self._conn.their_state is h11.MUST_CLOSE:
             self.close()
             return

@@ -77,6 +77,8 @@ class RequestStats:
     backpressure: dict[str, int] = field(default_factory=dict)
     #: (client id, host) -> the isolation level of its last Fetch (0 read_uncommitted, 1 read_committed).
     fetch_isolation: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: group id -> the isolation level its members were last seen fetching with (``metrics.views``).
+    group_isolation: dict[str, int] = field(default_factory=dict)
 
     def received(self, api_key: int, api_version: int, size: int, client_id: str | None, host: str, body: Any) -> None:
         key = (api_key, api_version)

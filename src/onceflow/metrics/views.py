@@ -16,17 +16,19 @@ The figures that need a rule:
   transaction coordinator (when the first partition was added), or, for a
   producer no coordinator knows (a hanging transaction), from the last
   batch timestamp of its producer.
-* **Late** (KIP-664's ``PartitionsWithLateTransactionsCount``): the oldest
-  open transaction's producer has been silent for more than
-  ``transaction.max.timeout.ms`` + 5 minutes (``log.producer_state``).  Such
-  a transaction is a hanging-transaction candidate, as is any open
-  transaction whose producer id no coordinator knows.
+* **Late** (KIP-664's ``PartitionsWithLateTransactionsCount``, per
+  partition): the oldest open transaction's producer has been silent for
+  more than ``transaction.max.timeout.ms`` + 5 minutes by its batches'
+  timestamps (``log.producer_state``, Kafka's rule).
+* **Hanging** (per transaction, what the console flags and may abort): see
+  ``open_transactions``.
 * **Group lag** is measured where the group's consumers read up to: to the
   last stable offset for a group whose members fetch read_committed, to the
   high watermark otherwise (Kafka's consumer default, read_uncommitted).  The
   level is what the members' last Fetch requests asked for (matched by client
-  id and host); a group with no member seen fetching is measured to the high
-  watermark, as kafka_exporter does, and labelled so.
+  id and host) and is remembered while the group has no members (a restart, a
+  rebalance); a group never seen fetching is measured to the high watermark, as
+  kafka_exporter does, and labelled so.
 * **Pipelines** are the Spark sink's progress topics
   (``onceflow-progress-<query>[-<name>]``, one partition per slot): each
   slot's latest committed record says which micro-batch it last wrote.
@@ -177,16 +179,19 @@ def coordinator_starts(broker: Broker) -> dict[int, int]:
 
 
 def open_transactions(broker: Broker, now_ms: int) -> list[OpenTransaction]:
-    """Every open transaction, oldest first: the coordinator's, then those only partitions know."""
+    """Every open transaction, oldest first: the coordinator's, then those only partitions know.
+
+    A hanging-transaction candidate (KIP-664, as ``onceflow txn find-hanging`` judges it) is a
+    transaction no coordinator knows, or one its coordinator has had open longer than
+    ``transaction.max.timeout.ms`` by this broker's clock (the coordinator should have aborted
+    it at its own timeout).  A transaction its coordinator owns within that bound is never one,
+    whatever the timestamps its client wrote, and whatever else is open on its partitions."""
     max_timeout = broker.config[TRANSACTION_MAX_TIMEOUT_MS]
     open_on: dict[int, list[tuple[str, int]]] = {}
-    late: set[tuple[str, int]] = set()
     for name, topic in broker.registry.topics.items():
         for log in topic.partitions:
             for pid, _first in log.producer_state.ongoing_transactions():
                 open_on.setdefault(pid, []).append((name, log.partition))
-            if log.producer_state.has_late_transaction(now_ms, max_timeout):
-                late.add((name, log.partition))
     rows = []
     known: set[int] = set()
     for md in broker.txns.transactions():
@@ -196,8 +201,8 @@ def open_transactions(broker: Broker, now_ms: int) -> list[OpenTransaction]:
         on = tuple(sorted(open_on.get(md.producer_id, ())))
         age = max(0, now_ms - md.txn_start_timestamp) if md.txn_start_timestamp >= 0 else 0
         hanging = None
-        if any(tp in late for tp in on):
-            hanging = "open longer than transaction.max.timeout.ms + 5 min on a partition (KIP-664)"
+        if age > max_timeout:
+            hanging = f"open {age} ms, longer than transaction.max.timeout.ms ({max_timeout} ms)"
         rows.append(OpenTransaction(
             md.transactional_id, md.producer_id, md.producer_epoch, md.state.kafka_name,
             tuple(sorted(f"{topic}-{partition}" for topic, partition in md.topic_partitions)), age, md.txn_timeout_ms,
@@ -217,6 +222,15 @@ def open_transactions(broker: Broker, now_ms: int) -> list[OpenTransaction]:
     return rows
 
 
+def hanging_on(broker: Broker, now_ms: int, topic: str, partition: int, producer_id: int) -> OpenTransaction | None:
+    """The hanging-transaction candidate of ``producer_id`` open on that partition, or None: what
+    the console may abort (``metrics.http``)."""
+    for row in open_transactions(broker, now_ms):
+        if row.producer_id == producer_id and row.hanging is not None and (topic, partition) in row.open_on:
+            return row
+    return None
+
+
 def late_partitions(rows: list[PartitionRow]) -> int:
     return sum(1 for r in rows if r.late_transaction)
 
@@ -227,8 +241,12 @@ def late_partitions(rows: list[PartitionRow]) -> int:
 def groups(broker: Broker, by_partition: dict[tuple[str, int], PartitionRow]) -> list[GroupRow]:
     """Every group with its state, members and committed lag per partition (see the module doc)."""
     seen = broker.state.stats.fetch_isolation
+    remembered = broker.state.stats.group_isolation
+    group_ids = sorted(broker.groups.group_ids())
+    for gone in remembered.keys() - set(group_ids):
+        del remembered[gone]
     out = []
-    for group_id in sorted(broker.groups.group_ids()):
+    for group_id in group_ids:
         group = broker.groups.group(group_id)
         if group is None:
             continue
@@ -239,6 +257,10 @@ def groups(broker: Broker, by_partition: dict[tuple[str, int], PartitionRow]) ->
             clients = [(m.client_id, m.client_host) for m in group.members.values()]
             state = group.state.kafka_name
         levels = {seen.get((client_id, host.lstrip("/"))) for client_id, host in clients} - {None}
+        if levels:
+            remembered[group_id] = 1 if 1 in levels else 0
+        elif group_id in remembered:  # between members (a restart, a rebalance): as last seen
+            levels = {remembered[group_id]}
         observed = bool(levels)
         committed = 1 in levels
         lags = []
@@ -264,7 +286,10 @@ def pipelines(broker: Broker) -> list[PipelineRow]:
             continue
         slots = []
         for log in topic.partitions:
-            record = _slot_record(latest_committed_value(log), log.partition)
+            try:
+                record = _slot_record(latest_committed_value(log))
+            except Exception as exc:  # noqa: BLE001 - one unreadable partition must not cost the whole view
+                record = (None, None, None, f"unreadable: {exc}")
             slots.append(record)
         batches = [s[0] for s in slots if s[0] is not None]
         last = max(batches) if batches else None
@@ -274,23 +299,37 @@ def pipelines(broker: Broker) -> list[PipelineRow]:
     return out
 
 
-def _slot_record(value: bytes | None, slot: int) -> tuple[int | None, int | None, str | None, str | None]:
-    """(batch, rows, run, refusal) of a slot record; the fields the sink writes (``spark.protocol.SlotRecord``)."""
-    try:
-        data = json.loads(value or b"null")
-    except ValueError:
-        return None, None, None, "not a slot record"
-    if not isinstance(data, dict):
+def _slot_record(value: bytes | None) -> tuple[int | None, int | None, str | None, str | None]:
+    """(batch, rows, run, refusal) of a slot record, the fields the sink writes
+    (``spark.protocol.SlotRecord``); anything else (anyone may write to a topic of that name) is
+    shown as not a slot record, never trusted."""
+    if value is None:
         return None, None, None, None
-    written = data.get("written") or {}
-    refused = data.get("refused") or {}
-    return (written.get("batch"), written.get("rows"), written.get("run"),
-            refused.get("reason") if isinstance(refused, dict) else None)
+    try:
+        data = json.loads(value)
+    except ValueError:
+        data = None
+    written = data.get("written") if isinstance(data, dict) else None
+    refused = data.get("refused") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(written or {}, dict) or not isinstance(refused or {}, dict):
+        return None, None, None, "not a slot record"
+    written, refused = written or {}, refused or {}
+    batch, rows, run = written.get("batch"), written.get("rows"), written.get("run")
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (batch, rows)):
+        return None, None, None, "not a slot record"
+    reason = refused.get("reason")
+    return batch, rows, run if isinstance(run, str) else None, reason if isinstance(reason, str) else None
+
+
+#: How far back from its last stable offset a progress partition is searched for a committed record
+#: (16, 128, then 1024 offsets): a bound on what one scrape may read, whatever the tail holds.
+MAX_TAIL_WINDOW = 1024
 
 
 def latest_committed_value(log: PartitionLog, window: int = 16) -> bytes | None:
     """The value of the last committed (not aborted) record below the last stable offset, read
-    from the tail, the window widened while only markers and aborted attempts show."""
+    from the tail, the window widened while only markers and aborted attempts show (at most
+    ``MAX_TAIL_WINDOW`` offsets back: None beyond that)."""
     upper = log.last_stable_offset
     while True:
         start = max(log.log_start_offset, upper - window)
@@ -299,7 +338,7 @@ def latest_committed_value(log: PartitionLog, window: int = 16) -> bytes | None:
             value = _last_value(result, start, upper)
             if value is not None:
                 return value
-        if start <= log.log_start_offset or window >= 1 << 20:
+        if start <= log.log_start_offset or window >= MAX_TAIL_WINDOW:
             return None
         window *= 8
 

@@ -140,6 +140,8 @@ class TransactionStateManager:
         self._closed = False
         #: Completed transactions and their EndTxn -> Complete latency (``_applied``), for the metrics.
         self.stats = TxnStats()
+        #: transactional id -> when its Prepare record was applied (for ``stats.end_to_complete_ms``).
+        self._prepared_at: dict[str, int] = {}
 
     # ---------------------------------------------------------------- config
 
@@ -233,6 +235,7 @@ class TransactionStateManager:
             log.warning("%s: replacing %d cached transactional id(s) with the loaded state", where, len(stale))
         for tid in stale:
             del self._cache[tid]
+            self._prepared_at.pop(tid, None)
         for tid, md in loaded.items():
             if self.partition_for(tid) != partition:
                 log.warning("%s: transactional id %r belongs to partition %d; loading it anyway",
@@ -282,9 +285,9 @@ class TransactionStateManager:
                              transactional_id, transit.txn_state)
                     result = ErrorCode.not_coordinator
                 else:
-                    before, prepared_ms = md.state, md.txn_last_update_timestamp
+                    before = md.state
                     md.complete_transition(transit)
-                    self._applied(transactional_id, before, transit, prepared_ms)
+                    self._applied(transactional_id, before, transit)
             else:
                 log.info("appending %s for transactional id %r failed: %s (returning %s)",
                          transit.txn_state, transactional_id, error.name, result.name)
@@ -297,17 +300,25 @@ class TransactionStateManager:
             durable=durable,
         )
 
-    def _applied(self, transactional_id: str, before: TransactionState, transit: TxnTransitMetadata,
-                 prepared_ms: int) -> None:
+    def _applied(self, transactional_id: str, before: TransactionState, transit: TxnTransitMetadata) -> None:
         """Every durable change of a transactional id passes here: counted, and logged at DEBUG
-        with the id as a field, so that one transaction's life can be followed in the log."""
+        with the id as a field, so that one transaction's life can be followed in the log.
+
+        EndTxn -> Complete is timed by this broker's clock from the Prepare record's being
+        applied to the Complete record's, so it covers every marker; a transaction rolled
+        forward after a restart (its Prepare applied before the restart) is counted, not timed."""
         state = transit.txn_state
-        if state is TransactionState.COMPLETE_COMMIT or state is TransactionState.COMPLETE_ABORT:
-            if state is TransactionState.COMPLETE_COMMIT:
+        S = TransactionState
+        if state is S.PREPARE_COMMIT or state is S.PREPARE_ABORT:
+            self._prepared_at[transactional_id] = self._clock.now_ms()
+        elif state is S.COMPLETE_COMMIT or state is S.COMPLETE_ABORT:
+            if state is S.COMPLETE_COMMIT:
                 self.stats.commits += 1
             else:
                 self.stats.aborts += 1
-            self.stats.end_to_complete_ms.observe(max(0, transit.txn_last_update_timestamp - prepared_ms))
+            prepared_at = self._prepared_at.pop(transactional_id, None)
+            if prepared_at is not None:
+                self.stats.end_to_complete_ms.observe(max(0, self._clock.now_ms() - prepared_at))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("transactional id %r: %s -> %s (producer %d epoch %d, partitions %s)", transactional_id,
                       before, state, transit.producer_id, transit.producer_epoch,
