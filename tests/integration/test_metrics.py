@@ -328,6 +328,14 @@ def test_pipelines_show_each_slots_last_committed_micro_batch_not_an_aborted_att
             for s in family.samples if s.name.startswith("onceflow_pipeline_")}
         assert samples == {("onceflow_pipeline_slot_batch", "0"): 3, ("onceflow_pipeline_slot_batch", "1"): 1,
                            ("onceflow_pipeline_slot_lag_batches", "0"): 0, ("onceflow_pipeline_slot_lag_batches", "1"): 2}
+        # Anyone may write to a topic of that name: what is not a slot record is shown as such.
+        make_topic(bs, progress_topic("junk"), 3)
+        for slot, value in enumerate([b'{"written": 5}', b'{"written": {"batch": "7"}}', b"\xff not json"]):
+            produce(bs, progress_topic("junk"), [value], partition=slot)
+        with urllib.request.urlopen(embedded.metrics_url + "metrics", timeout=10) as response:
+            assert response.status == 200
+        [junk] = [p for p in embedded.call(views.pipelines, embedded.broker) if p.query == "junk"]
+        assert [(s.batch, s.refused) for s in junk.slots] == [(None, "not a slot record")] * 3
 
 
 def _request(port: int, data: bytes) -> bytes:
