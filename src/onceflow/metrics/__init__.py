@@ -5,6 +5,8 @@
 * ``views``: what is sampled from the components at read time (partitions,
   open transactions, group lag, pipelines); shared by the two below.
 * ``collector``: the Prometheus families, Kafka's metric names.
+* ``exposition``: those families in Prometheus' text format (``generate_latest``'s
+  bytes, written faster).
 * ``console``: the console page and its JSON.
 * ``http``: the metrics port (``metrics.port``): ``/metrics``, ``/``, ``/api/*``.
 

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from . import console
 from .collector import BrokerCollector
+from .exposition import render
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -67,7 +68,7 @@ class MetricsServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[_HttpConnection] = set()
         self._routes: dict[tuple[str, str], Callable[[bytes, dict[str, str]], Reply | Awaitable[Reply]]] = {
-            ("GET", "/metrics"): lambda body, headers: Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry)),
+            ("GET", "/metrics"): lambda body, headers: Reply(200, CONTENT_TYPE_LATEST, render(self.registry.collect())),
             ("GET", "/"): lambda body, headers: Reply(200, "text/html; charset=utf-8", console.page()),
             ("GET", "/api/state"): lambda body, headers: _json(200, console.state(self._broker, self.allow_abort)),
             ("POST", "/api/abort"): self._abort,
