@@ -1,11 +1,17 @@
 """``onceflow bench`` options that take counts: ``txn-rate`` runs every shape it is given, and a
-bad count is refused, naming the option, before any broker starts."""
+bad count is refused, naming the option, before any broker starts.  ``--scrape-every``: positive
+seconds, only with the Onceflow broker the benchmark starts, and its scraper's counts."""
 
 from __future__ import annotations
 
+import http.server
+import threading
+import time
+
 import pytest
 
-from onceflow.bench import _one
+from onceflow.bench import _one, run_bench
+from onceflow.bench.workloads import Scraper
 from onceflow.cli import build_parser
 
 
@@ -30,3 +36,47 @@ def test_a_list_where_one_count_is_meant_is_refused() -> None:
     assert _one([25], 10, "--records-per-txn") == 25 and _one(None, 10, "--records-per-txn") == 10
     with pytest.raises(SystemExit, match="--records-per-txn takes one number"):
         _one([1, 10], 10, "--records-per-txn")
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "soon"])
+def test_scrape_every_takes_positive_seconds(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse("produce", "--scrape-every", "0.5").scrape_every == 0.5
+    with pytest.raises(SystemExit):
+        parse("produce", "--scrape-every", bad)
+    assert "--scrape-every" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options", [
+    ["produce", "--bootstrap-servers", "127.0.0.1:1"],
+    ["txn-rate", "--broker", "kafka"],
+    ["recovery"],
+])
+def test_scrape_every_is_refused_in_one_line_without_its_broker(options: list[str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before anything starts: no broker, no connection to the servers given."""
+    assert run_bench(parse(*options, "--scrape-every", "1")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("onceflow bench: --scrape-every ") and err.count("\n") == 1
+
+
+def test_the_scraper_counts_scrapes_and_failures() -> None:
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.end_headers()
+            self.wfile.write(b"up 1.0\n")
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with Scraper(f"{base}/metrics", 0.02) as ok, Scraper(f"{base}/missing", 0.02) as missing:
+            time.sleep(0.3)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ok.summary()["scrapes"] >= 3 and ok.failures == 0 and ok.body_bytes == len(b"up 1.0\n")
+    assert missing.summary()["scrapes"] == 0 and missing.failures >= 3 and "404" in missing.line()

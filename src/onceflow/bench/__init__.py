@@ -18,6 +18,11 @@ Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
 port with a temporary data directory; the Kafka ones are Apache Kafka from the
 reference Maven project, with its defaults or fsyncing every write),
 ``--partitions 6``, ``--record-size 1024``, ``--topic NAME``, ``--json``.
+``--scrape-every SECONDS`` (the broker the benchmark starts, Onceflow only)
+turns the broker's metrics port on and GETs ``/metrics`` that often for the
+whole run, as Prometheus would; the scrapes' count and median time go to
+stderr at the end (and into ``--json``).  With a broker it started, ``--json``
+also gives ``broker_cpu_s``: the broker process's CPU time over the workload.
 
 Figures are record values (payload bytes) per second.  ``read-committed``
 fills a topic with transactions of which every other one is aborted, then
@@ -42,7 +47,9 @@ from .workloads import (
     DEFAULT_RECORD_SIZE,
     TXN_RATE_PRODUCERS,
     TXN_RATE_RECORDS,
+    BenchBroker,
     Result,
+    Scraper,
     bench_commit_latency,
     bench_consume,
     bench_produce,
@@ -93,6 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
     parser.add_argument("--segment-mib", type=int, default=64, help="recovery, restart: segment.bytes, in MiB")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--scrape-every", type=_seconds, default=None, metavar="SECONDS",
+                        help="the broker the benchmark starts (onceflow): turn its metrics port on and GET /metrics "
+                             "this often during the run; the scrapes' count and median time are reported")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
 
@@ -118,6 +128,31 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
+#: The workloads that run against one broker ``run_bench`` starts (or is given).
+BROKER_WORKLOADS = ("produce", "txn-produce", "commit-latency", "txn-rate", "consume", "read-committed")
+
+
+def _scrape_refusal(args: argparse.Namespace) -> str | None:
+    """Why ``--scrape-every`` cannot be honoured with these options, or None."""
+    if args.workload not in BROKER_WORKLOADS:
+        return f"--scrape-every applies to {', '.join(BROKER_WORKLOADS)}, not {args.workload}"
+    if args.bootstrap_servers:
+        return "--scrape-every needs the broker the benchmark starts, not --bootstrap-servers"
+    if args.broker != "onceflow":
+        return f"--scrape-every needs --broker onceflow (the metrics port is Onceflow's), not {args.broker}"
+    return None
+
+
 def _one(counts: list[int] | None, default: int, option: str) -> int:
     if counts is None:
         return default
@@ -127,6 +162,13 @@ def _one(counts: list[int] | None, default: int, option: str) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    scrape = args.scrape_every is not None
+    if scrape and (refusal := _scrape_refusal(args)) is not None:
+        print(f"onceflow bench: {refusal}", file=sys.stderr)
+        return 2
+    scraper: Scraper | None = None
+    #: --json figures about the whole run, beside each result's.
+    extra: dict[str, float] = {}
     if args.workload == "recovery":
         results = [bench_recovery(args.log_mib, args.segment_mib, args.record_size)]
     elif args.workload == "restart":
@@ -147,13 +189,27 @@ def run_bench(args: argparse.Namespace) -> int:
                                args.override, args.baseline, args.rounds)
     else:
         topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
+        broker: BenchBroker | None = None
         with contextlib.ExitStack() as stack:
-            bootstrap = args.bootstrap_servers or stack.enter_context(started_broker(args.broker, args.override)).bootstrap
+            if args.bootstrap_servers:
+                bootstrap = args.bootstrap_servers
+            else:
+                broker = stack.enter_context(started_broker(args.broker, args.override, metrics=scrape))
+                bootstrap = broker.bootstrap
+                if broker.metrics_url is not None:
+                    scraper = stack.enter_context(Scraper(broker.metrics_url, args.scrape_every))
             create_topic(bootstrap, topic, args.partitions)
+            cpu = broker.cpu_seconds() if broker is not None else 0.0
             results = _run(args, bootstrap, topic)
+            if broker is not None:  # the broker's CPU time over the workload (all of its results)
+                extra["broker_cpu_s"] = round(broker.cpu_seconds() - cpu, 3)
+    scraped = scraper.summary() if scraper is not None else {}
+    if scraper is not None:
+        print(scraper.line(), file=sys.stderr)
     for result in results:
         if args.json:
-            print(json.dumps({**asdict(result), "records_per_s": result.records_per_s, "mb_per_s": result.mb_per_s}))
+            print(json.dumps({**asdict(result), "records_per_s": result.records_per_s, "mb_per_s": result.mb_per_s,
+                              **extra, **scraped}))
         else:
             print(result.line())
     return 0

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import statistics
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..broker.process import BrokerProcess
+from ..broker.process import BrokerProcess, free_port
 from .procstat import cpu_seconds
 
 DEFAULT_PARTITIONS = 6
@@ -75,6 +78,8 @@ class BenchBroker:
     name: str
     bootstrap: str
     pids: tuple[int, ...]
+    #: ``http://127.0.0.1:PORT/metrics`` when the broker was started with its metrics port on.
+    metrics_url: str | None = None
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time its processes have used so far (all their threads)."""
@@ -86,25 +91,86 @@ def _settings(items: list[str] | None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def started_broker(name: str = "onceflow", overrides: list[str] | None = None) -> Iterator[BenchBroker]:
+def started_broker(name: str = "onceflow", overrides: list[str] | None = None,
+                   metrics: bool = False) -> Iterator[BenchBroker]:
     """Start one of ``BROKERS`` on a free loopback port with a temporary data directory.
 
     Apache Kafka comes from the reference Maven project (``onceflow.reference``), one KRaft node
-    with Kafka's own JVM options and a 1 GiB heap, as ``kafka-server-start.sh`` runs it."""
+    with Kafka's own JVM options and a 1 GiB heap, as ``kafka-server-start.sh`` runs it.
+    ``metrics``: Onceflow only, with ``metrics.port`` on a free loopback port."""
     if name not in BROKERS:
         raise ValueError(f"--broker must be one of {', '.join(BROKERS)}, not {name!r}")
     settings = {**BROKERS[name], **_settings(overrides)}
     if name != "onceflow":
+        if metrics:
+            raise ValueError(f"only the onceflow broker has a metrics port, not {name!r}")
         from ..reference import KafkaCluster
 
         with KafkaCluster(overrides=settings) as cluster:
             pids = tuple(node.proc.pid for node in cluster.nodes.values() if node.proc is not None)
             yield BenchBroker(name, cluster.bootstrap_servers, pids)
         return
+    metrics_url = None
+    if metrics:
+        port = free_port()
+        settings["metrics.port"] = str(port)
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
     # The broker's warnings go where the benchmark's progress does.
     with BrokerProcess(overrides=settings, log_level="WARNING", log_to_stderr=True) as broker:
         assert broker.proc is not None
-        yield BenchBroker(name, broker.bootstrap_servers, (broker.proc.pid,))
+        yield BenchBroker(name, broker.bootstrap_servers, (broker.proc.pid,), metrics_url)
+
+
+class Scraper:
+    """Prometheus' part in a benchmark: GET ``url`` every ``every`` seconds on a background thread
+    until stopped, counting the scrapes, the failures and each scrape's time (request to last byte)."""
+
+    TIMEOUT_S = 5.0
+
+    def __init__(self, url: str, every: float) -> None:
+        self.url = url
+        self.every = every
+        self.times_ms: list[float] = []
+        self.failures = 0
+        self.last_error = ""
+        self.body_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.TIMEOUT_S + 1)
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=self.TIMEOUT_S) as response:
+                    self.body_bytes = len(response.read())
+                self.times_ms.append((time.perf_counter() - t0) * 1000)
+            except (OSError, http.client.HTTPException) as exc:  # URLError, HTTPError, timeouts, refused, cut short
+                self.failures += 1
+                self.last_error = str(exc)
+            next_at += self.every  # a fixed rate, as Prometheus' scrape_interval; a late scrape is not made up
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+            next_at = max(next_at, time.monotonic())
+
+    def summary(self) -> dict[str, float]:
+        times = self.times_ms
+        return {"scrapes": len(times), "scrape_failures": self.failures,
+                "scrape_median_ms": round(statistics.median(times), 2) if times else 0.0,
+                "scrape_max_ms": round(max(times), 2) if times else 0.0, "scrape_bytes": self.body_bytes}
+
+    def line(self) -> str:
+        s = self.summary()
+        text = (f"scraped {self.url} every {self.every:g} s: {s['scrapes']:.0f} scrapes, {s['scrape_failures']:.0f} failed, "
+                f"median {s['scrape_median_ms']:.1f} ms, max {s['scrape_max_ms']:.1f} ms, {s['scrape_bytes']:.0f} bytes")
+        return text + (f" (last failure: {self.last_error})" if self.failures else "")
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from ..coordinator.transaction.metadata import TransactionState
 from ..protocol import apis
@@ -83,17 +84,19 @@ class BrokerCollector(Collector):
             ("onceflow_partition_open_transactions", "Transactions open on the partition.",
              lambda r: r.open_transactions),
         ]
+        # One labels dict per partition, shared by its samples in every family: what add_metric
+        # would build, built once.
+        row_labels = [{"topic": r.topic, "partition": str(r.partition)} for r in rows]
         for name, doc, value in per_partition:
             family = GaugeMetricFamily(name, doc, labels=labels)
-            for r in rows:
-                family.add_metric([r.topic, str(r.partition)], value(r))
+            family.samples.extend([Sample(family.name, row_labels[i], value(r)) for i, r in enumerate(rows)])
             yield family
         age = GaugeMetricFamily("onceflow_partition_oldest_open_transaction_age_ms",
                                 "Age of the oldest transaction open on the partition (only partitions with one).",
                                 labels=labels)
-        for r in rows:
+        for i, r in enumerate(rows):
             if r.oldest_transaction_age_ms is not None:
-                age.add_metric([r.topic, str(r.partition)], r.oldest_transaction_age_ms)
+                age.samples.append(Sample(age.name, row_labels[i], r.oldest_transaction_age_ms))
         yield age
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions (Kafka's PartitionCount).",
                                 value=len(rows))
