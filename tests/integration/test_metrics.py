@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -283,7 +284,7 @@ def test_metrics_are_off_by_default_and_slow_clients_are_cut_off(monkeypatch: py
             _ = plain.metrics_url
     monkeypatch.setattr(http, "REQUEST_TIMEOUT_S", 0.3)
     with EmbeddedBroker(**{"metrics.port": 0}) as embedded:
-        port = int(embedded.metrics_url.rsplit(":", 1)[1].strip("/"))
+        port = _port(embedded)
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"GET /metrics HTTP/1.1\r\n")  # a request begun, never finished
             started = time.monotonic()
@@ -338,6 +339,12 @@ def test_pipelines_show_each_slots_last_committed_micro_batch_not_an_aborted_att
         assert [(s.batch, s.refused) for s in junk.slots] == [(None, "not a slot record")] * 3
 
 
+def _port(embedded: Any) -> int:
+    """The metrics port of an EmbeddedBroker started with metrics.port=0."""
+    assert embedded.broker.metrics is not None
+    return int(embedded.broker.metrics.port)
+
+
 def _request(port: int, data: bytes) -> bytes:
     """One request on its own connection (Connection: close), the whole answer."""
     return _http_raw(port, data)
@@ -351,7 +358,7 @@ def test_http_details_head_gzip_absolute_form_continue_and_foreign_hosts(monkeyp
 
     monkeypatch.setattr(http, "REQUEST_TIMEOUT_S", 0.5)
     with EmbeddedBroker(**{"metrics.port": 0, "console.allow.abort": True}) as embedded:
-        port = int(embedded.metrics_url.rsplit(":", 1)[1].strip("/"))
+        port = _port(embedded)
         host = f"Host: 127.0.0.1:{port}\r\n".encode()
         head = _request(port, b"HEAD /metrics HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n"), head[-200:]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 
 import pytest
 
 from onceflow.bench import _one, run_bench
 from onceflow.bench.workloads import Scraper
 from onceflow.cli import build_parser
+from tests.support.waiting import wait_for
 
 
 def parse(*args: str):  # type: ignore[no-untyped-def]
@@ -74,7 +74,8 @@ def test_the_scraper_counts_scrapes_and_failures() -> None:
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         with Scraper(f"{base}/metrics", 0.02) as ok, Scraper(f"{base}/missing", 0.02) as missing:
-            time.sleep(0.3)
+            wait_for(lambda: len(ok.times_ms) >= 3 and missing.failures >= 3, timeout=10,
+                     what="three scrapes of each")
     finally:
         server.shutdown()
         server.server_close()

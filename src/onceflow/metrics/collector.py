@@ -49,6 +49,15 @@ def _histogram(name: str, doc: str, labels: list[str], series: Iterable[tuple[li
     return family
 
 
+def _per_api(name: str, doc: str, label: str, counts: dict[tuple[int, int], int],
+             render: Callable[[int], str]) -> Metric:
+    """A counter per (API, second key): its version, or an error code."""
+    family = CounterMetricFamily(name, doc, labels=["request", label])
+    for (key, second), n in sorted(counts.items()):
+        family.add_metric([apis.api_name(key), render(second)], n)
+    return family
+
+
 class BrokerCollector(Collector):
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -113,18 +122,11 @@ class BrokerCollector(Collector):
     def _network(self) -> Iterator[Metric]:
         broker = self._broker
         stats = broker.state.stats
-        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                       "Requests received (Kafka's RequestMetrics RequestsPerSec).",
-                                       labels=["request", "version"])
-        for (key, version), n in sorted(stats.requests.items()):
-            requests.add_metric([apis.api_name(key), str(version)], n)
-        yield requests
-        errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
-                                     "Error codes in responses, NONE included (Kafka's RequestMetrics ErrorsPerSec).",
-                                     labels=["request", "error"])
-        for (key, code), n in sorted(stats.errors.items()):
-            errors.add_metric([apis.api_name(key), _error_name(code)], n)
-        yield errors
+        yield _per_api("kafka_network_requestmetrics_requests",
+                       "Requests received (Kafka's RequestMetrics RequestsPerSec).", "version", stats.requests, str)
+        yield _per_api("kafka_network_requestmetrics_errors",
+                       "Error codes in responses, NONE included (Kafka's RequestMetrics ErrorsPerSec).", "error",
+                       stats.errors, _error_name)
         yield _histogram("kafka_network_requestmetrics_totaltimems",
                          "Milliseconds from a request's arrival to its response leaving "
                          "(Kafka's RequestMetrics TotalTimeMs).", ["request"],
