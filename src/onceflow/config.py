@@ -9,9 +9,12 @@ top of the broker-wide synonym of each key (``retention.ms`` falls back to
 ``log.retention.ms``, as in Kafka's ``LogConfig``), which is also what
 DescribeConfigs reports as each entry's source.
 
-Keys Kafka has but Onceflow has no use for (thread pools, replication,
-listeners security...) are accepted and ignored with one log line, so an
-existing ``server.properties`` works unchanged.
+Keys Kafka has but Onceflow has no use for (thread pools, replication...)
+are accepted and ignored with one log line, so an existing
+``server.properties`` works unchanged.  Per-listener settings
+(``listener.name.<listener>.<key>``, Kafka's prefix for ``ssl.*`` and
+``sasl.*`` keys) are kept beside the broker-wide ones and read with
+``BrokerConfig.for_listener``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class ConfigType(Enum):
     LONG = "LONG"
     DOUBLE = "DOUBLE"
     LIST = "LIST"
+    #: A secret (a key password, a JAAS configuration): never logged, DescribeConfigs answers null.
+    PASSWORD = "PASSWORD"
 
 
 class ConfigError(ValueError):
@@ -116,21 +121,37 @@ def _one_of(*choices: str) -> Callable[[Any], bool]:
     return lambda v: v in choices
 
 
-def _advertised_listeners(values: list[str]) -> bool:
-    return advertised_address(values) is not None
+def _endpoints(values: list[str]) -> bool:
+    try:
+        parse_endpoints(values)
+    except ConfigError:
+        return False
+    return True
 
 
-def advertised_address(listeners: list[str]) -> tuple[str, int] | None:
-    """The (host, port) of the one ``PLAINTEXT://host:port`` entry of an ``advertised.listeners``
-    list, the only listener Onceflow serves (other entries, SSL and so on, are not served);
-    None if there is not exactly one."""
-    found = []
-    for listener in listeners:
-        name, sep, address = listener.partition("://")
-        host, _, port = address.rpartition(":")
-        if name.upper() == "PLAINTEXT" and sep and host and port.isdigit() and 0 < int(port) < 65536:
-            found.append((host.strip("[]"), int(port)))
-    return found[0] if len(found) == 1 else None
+def parse_endpoints(values: list[str]) -> dict[str, tuple[str, int]]:
+    """``NAME://host:port`` entries (``listeners``, ``advertised.listeners``) by listener name,
+    upper-cased as Kafka does; an empty host means every address (Kafka's ``PLAINTEXT://:9092``).
+    Raises ConfigError on a malformed entry or a name given twice."""
+    out: dict[str, tuple[str, int]] = {}
+    for entry in values:
+        name, sep, address = entry.partition("://")
+        host, colon, port = address.rpartition(":")
+        name = name.strip().upper()
+        if not (sep and colon and name and port.isdigit() and 0 <= int(port) < 65536):
+            raise ConfigError(f"Invalid listener {entry!r}: expected NAME://HOST:PORT")
+        if name in out:
+            raise ConfigError(f"Listener name {name} is given twice in {','.join(values)}")
+        out[name] = (host.strip("[]"), int(port))
+    return out
+
+
+def _protocol_map(values: list[str]) -> bool:
+    return all(v.count(":") == 1 and v.partition(":")[2].strip().upper() in SECURITY_PROTOCOLS for v in values)
+
+
+#: Kafka's security protocols (``listener.security.protocol.map`` values).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _assignor_names(values: list[str]) -> bool:
@@ -143,13 +164,40 @@ def _cleanup_policy(values: list[str]) -> bool:
 
 _MS_PER_HOUR = 3_600_000
 
+#: Kafka's prefix of per-listener settings: ``listener.name.sasl_ssl.ssl.keystore.location``.
+LISTENER_PREFIX = "listener.name."
+
 # fmt: off
 NODE_ID: Final[ConfigDef[int]] = ConfigDef("node.id", ConfigType.INT, 1, "This broker's node id.", _at_least(0))
 AUTO_CREATE_TOPICS_ENABLE: Final[ConfigDef[bool]] = ConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, True, "Create a topic when a client asks for one that does not exist.")
 DELETE_TOPIC_ENABLE: Final[ConfigDef[bool]] = ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics.")
 NUM_PARTITIONS: Final[ConfigDef[int]] = ConfigDef("num.partitions", ConfigType.INT, 1, "Partitions of an auto-created topic.", _at_least(1))
 DEFAULT_REPLICATION_FACTOR: Final[ConfigDef[int]] = ConfigDef("default.replication.factor", ConfigType.INT, 1, "Replication factor of an auto-created topic (only 1 on a single broker).", _one_of(1))  # type: ignore[arg-type]
-ADVERTISED_LISTENERS: Final[ConfigDef[list[str] | None]] = ConfigDef("advertised.listeners", ConfigType.LIST, None, "PLAINTEXT://HOST:PORT clients are told to connect to (Metadata, FindCoordinator, DescribeCluster) when it is not the address the broker listens on, as behind a proxy; other listeners in the list are not served.", _advertised_listeners)
+LISTENERS: Final[ConfigDef[list[str] | None]] = ConfigDef("listeners", ConfigType.LIST, None, "NAME://HOST:PORT listeners, each on its own port (port 0: a free one); a name maps to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL through listener.security.protocol.map. Unset: one PLAINTEXT listener on --listen.", _endpoints)
+ADVERTISED_LISTENERS: Final[ConfigDef[list[str] | None]] = ConfigDef("advertised.listeners", ConfigType.LIST, None, "NAME://HOST:PORT clients of each listener are told to connect to (Metadata, FindCoordinator, DescribeCluster) when it is not the address the broker listens on, as behind a proxy. A listener not named here advertises its own address.", _endpoints)
+LISTENER_SECURITY_PROTOCOL_MAP: Final[ConfigDef[list[str]]] = ConfigDef("listener.security.protocol.map", ConfigType.LIST, ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"], "LISTENER_NAME:SECURITY_PROTOCOL pairs.", _protocol_map)
+SSL_KEYSTORE_TYPE: Final[ConfigDef[str]] = ConfigDef("ssl.keystore.type", ConfigType.STRING, "JKS", "Format of the broker's key and certificate: PEM (JKS and PKCS12 are Java keystores, not read here).", _one_of("JKS", "PKCS12", "PEM"))
+SSL_KEYSTORE_LOCATION: Final[ConfigDef[str | None]] = ConfigDef("ssl.keystore.location", ConfigType.STRING, None, "A PEM file holding the broker's private key and certificate chain.")
+SSL_KEYSTORE_PASSWORD: Final[ConfigDef[str | None]] = ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None, "Not used with PEM (Kafka's meaning: the keystore's password).")
+SSL_KEY_PASSWORD: Final[ConfigDef[str | None]] = ConfigDef("ssl.key.password", ConfigType.PASSWORD, None, "The password of an encrypted private key.")
+SSL_KEYSTORE_CERTIFICATE_CHAIN: Final[ConfigDef[str | None]] = ConfigDef("ssl.keystore.certificate.chain", ConfigType.PASSWORD, None, "The broker's certificate chain, PEM text (instead of ssl.keystore.location).")
+SSL_KEYSTORE_KEY: Final[ConfigDef[str | None]] = ConfigDef("ssl.keystore.key", ConfigType.PASSWORD, None, "The broker's private key, PEM text (instead of ssl.keystore.location).")
+SSL_TRUSTSTORE_TYPE: Final[ConfigDef[str]] = ConfigDef("ssl.truststore.type", ConfigType.STRING, "JKS", "Format of the CA certificates client certificates are checked against: PEM.", _one_of("JKS", "PKCS12", "PEM"))
+SSL_TRUSTSTORE_LOCATION: Final[ConfigDef[str | None]] = ConfigDef("ssl.truststore.location", ConfigType.STRING, None, "A PEM file of CA certificates that client certificates are checked against.")
+SSL_TRUSTSTORE_PASSWORD: Final[ConfigDef[str | None]] = ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None, "Not used with PEM.")
+SSL_TRUSTSTORE_CERTIFICATES: Final[ConfigDef[str | None]] = ConfigDef("ssl.truststore.certificates", ConfigType.PASSWORD, None, "CA certificates, PEM text (instead of ssl.truststore.location).")
+SSL_CLIENT_AUTH: Final[ConfigDef[str]] = ConfigDef("ssl.client.auth", ConfigType.STRING, "none", "Client certificates: none, requested (checked when given) or required.", _one_of("none", "requested", "required"))
+SSL_ENABLED_PROTOCOLS: Final[ConfigDef[list[str]]] = ConfigDef("ssl.enabled.protocols", ConfigType.LIST, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", lambda v: bool(v) and all(p in ("TLSv1.2", "TLSv1.3") for p in v))
+SSL_CIPHER_SUITES: Final[ConfigDef[list[str]]] = ConfigDef("ssl.cipher.suites", ConfigType.LIST, [], "TLS 1.2 cipher suites, OpenSSL names (empty: the ssl module's defaults).")
+SSL_PRINCIPAL_MAPPING_RULES: Final[ConfigDef[str]] = ConfigDef("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT", "Rules from a client certificate's subject (RFC 2253) to the principal's name: RULE:pattern/replacement/[LU], ..., DEFAULT.")
+SASL_ENABLED_MECHANISMS: Final[ConfigDef[list[str]]] = ConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, ["GSSAPI"], "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not).")
+SASL_JAAS_CONFIG: Final[ConfigDef[str | None]] = ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None, "A JAAS login-module entry; PLAIN's users are its user_NAME=\"password\" options.")
+JAVA_SECURITY_AUTH_LOGIN_CONFIG: Final[ConfigDef[str | None]] = ConfigDef("java.security.auth.login.config", ConfigType.STRING, None, "A JAAS file (Kafka's kafka_server_jaas.conf): its KafkaServer section (or <listener>.KafkaServer) lists PLAIN's users.")
+SASL_SERVER_MAX_RECEIVE_SIZE: Final[ConfigDef[int]] = ConfigDef("sasl.server.max.receive.size", ConfigType.INT, 524288, "Largest request accepted before a SASL client has authenticated; a larger one closes the connection.", _at_least(1))
+CONNECTIONS_MAX_REAUTH_MS: Final[ConfigDef[int]] = ConfigDef("connections.max.reauth.ms", ConfigType.LONG, 0, "KIP-368: a SASL session lasts this long; the client must re-authenticate on the connection before it ends, or it is closed (0: sessions never end).", _at_least(0))
+AUTHORIZER_CLASS_NAME: Final[ConfigDef[str]] = ConfigDef("authorizer.class.name", ConfigType.STRING, "", "Turns ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or kafka.security.authorizer.AclAuthorizer); empty: every request is allowed.", _one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"))
+SUPER_USERS: Final[ConfigDef[str]] = ConfigDef("super.users", ConfigType.STRING, "", "Principals allowed everything, semicolon-separated: User:admin;User:CN=broker.")
+ALLOW_EVERYONE_IF_NO_ACL_FOUND: Final[ConfigDef[bool]] = ConfigDef("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, False, "Allow a request on a resource that no ACL matches (otherwise denied).")
 MESSAGE_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("message.max.bytes", ConfigType.INT, 1048588, "Largest record batch the broker accepts.", _at_least(0))
 SOCKET_REQUEST_MAX_BYTES: Final[ConfigDef[int]] = ConfigDef("socket.request.max.bytes", ConfigType.INT, 104857600, "Largest request frame; a larger one closes the connection.", _at_least(1))
 QUEUED_MAX_REQUESTS: Final[ConfigDef[int]] = ConfigDef("queued.max.requests", ConfigType.INT, 500, "Requests a single connection may have in flight before the broker stops reading from it.", _at_least(1))
@@ -214,7 +262,31 @@ _BROKER_ROWS: list[ConfigDef[Any]] = [
     DELETE_TOPIC_ENABLE,
     NUM_PARTITIONS,
     DEFAULT_REPLICATION_FACTOR,
+    LISTENERS,
     ADVERTISED_LISTENERS,
+    LISTENER_SECURITY_PROTOCOL_MAP,
+    SSL_KEYSTORE_TYPE,
+    SSL_KEYSTORE_LOCATION,
+    SSL_KEYSTORE_PASSWORD,
+    SSL_KEY_PASSWORD,
+    SSL_KEYSTORE_CERTIFICATE_CHAIN,
+    SSL_KEYSTORE_KEY,
+    SSL_TRUSTSTORE_TYPE,
+    SSL_TRUSTSTORE_LOCATION,
+    SSL_TRUSTSTORE_PASSWORD,
+    SSL_TRUSTSTORE_CERTIFICATES,
+    SSL_CLIENT_AUTH,
+    SSL_ENABLED_PROTOCOLS,
+    SSL_CIPHER_SUITES,
+    SSL_PRINCIPAL_MAPPING_RULES,
+    SASL_ENABLED_MECHANISMS,
+    SASL_JAAS_CONFIG,
+    JAVA_SECURITY_AUTH_LOGIN_CONFIG,
+    SASL_SERVER_MAX_RECEIVE_SIZE,
+    CONNECTIONS_MAX_REAUTH_MS,
+    AUTHORIZER_CLASS_NAME,
+    SUPER_USERS,
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND,
     MESSAGE_MAX_BYTES,
     SOCKET_REQUEST_MAX_BYTES,
     QUEUED_MAX_REQUESTS,
@@ -330,6 +402,8 @@ class BrokerConfig:
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {name: row.default for name, row in BROKER_CONFIGS.items()}
         self._explicit: set[str] = set()
+        #: ``listener.name.<listener>.<key>`` settings: listener name (upper case) -> key -> value.
+        self._per_listener: dict[str, dict[str, Any]] = {}
         self.update(overrides or {})
 
     @classmethod
@@ -347,8 +421,12 @@ class BrokerConfig:
     def update(self, settings: Mapping[str, Any]) -> None:
         """Apply ``settings``; on a ConfigError nothing changes."""
         before, explicit = dict(self._values), set(self._explicit)
+        per_listener = {name: dict(values) for name, values in self._per_listener.items()}
         try:
             for key, raw in settings.items():
+                if key.startswith(LISTENER_PREFIX):
+                    self._set_for_listener(key, raw)
+                    continue
                 row = BROKER_CONFIGS.get(key)
                 if row is None:
                     log.info("ignoring configuration %s: Onceflow does not use it", key)
@@ -357,8 +435,35 @@ class BrokerConfig:
                 self._explicit.add(key)
             self._check_bounds()
         except ConfigError:
-            self._values, self._explicit = before, explicit
+            self._values, self._explicit, self._per_listener = before, explicit, per_listener
             raise
+
+    def _set_for_listener(self, key: str, raw: Any) -> None:
+        """``listener.name.<listener>.<key>``: a broker key for one listener, or a mechanism's
+        ``<mechanism>.sasl.jaas.config`` (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``)."""
+        listener, dot, rest = key[len(LISTENER_PREFIX):].partition(".")
+        if not (dot and listener and rest):
+            raise ConfigError(f"Invalid configuration {key}: expected listener.name.<listener>.<config>")
+        row = BROKER_CONFIGS.get(rest)
+        if row is None and rest.endswith("." + SASL_JAAS_CONFIG.name):
+            row = SASL_JAAS_CONFIG
+        if row is None:
+            log.info("ignoring configuration %s: Onceflow does not use it", key)
+            return
+        self._per_listener.setdefault(listener.upper(), {})[rest] = row.parse(raw)
+
+    def for_listener(self, listener: str, key: ConfigDef[T] | str) -> T | Any:
+        """A setting as one listener sees it: its ``listener.name.<listener>.`` value, else the
+        broker-wide one (Kafka's rule for the ssl.* and sasl.* keys)."""
+        name = key if isinstance(key, str) else key.name
+        values = self._per_listener.get(listener.upper(), {})
+        if name in values:
+            return values[name]
+        return self._values[name] if name in self._values else None
+
+    def is_sensitive(self, key: str) -> bool:
+        row = BROKER_CONFIGS.get(key)
+        return row is not None and row.type is ConfigType.PASSWORD
 
     def _check_bounds(self) -> None:
         """Kafka's GroupCoordinatorConfig checks: each KIP-848 default within its bounds."""

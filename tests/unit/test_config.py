@@ -11,7 +11,7 @@ from onceflow.config import (
     BrokerConfig,
     ConfigError,
     TopicConfig,
-    advertised_address,
+    parse_endpoints,
     parse_properties,
     validate_topic_configs,
 )
@@ -65,15 +65,27 @@ def test_parse_properties_forms() -> None:
     assert parse_properties("a=1\nb: 2\nc 3\n! x\nd=\n") == {"a": "1", "b": "2", "c": "3", "d": ""}
 
 
-def test_advertised_listeners_name_the_one_plaintext_address() -> None:
+def test_listeners_and_advertised_listeners_are_named_endpoints() -> None:
     assert BrokerConfig()[ADVERTISED_LISTENERS] is None  # Kafka's default: advertise the listen address
     cfg = BrokerConfig({"advertised.listeners": "SSL://h:9093, PLAINTEXT://proxy.local:19092"})
-    assert advertised_address(cfg[ADVERTISED_LISTENERS] or []) == ("proxy.local", 19092)
-    assert advertised_address(["PLAINTEXT://[::1]:9092"]) == ("::1", 9092)
-    for bad in ("proxy:19092", "PLAINTEXT://proxy", "PLAINTEXT://proxy:0", "SSL://h:1",
-                "PLAINTEXT://a:1,PLAINTEXT://b:2"):
+    assert parse_endpoints(cfg[ADVERTISED_LISTENERS] or []) == {"SSL": ("h", 9093), "PLAINTEXT": ("proxy.local", 19092)}
+    assert parse_endpoints(["plaintext://[::1]:9092", "SASL_SSL://:0"]) == {"PLAINTEXT": ("::1", 9092), "SASL_SSL": ("", 0)}
+    for bad in ("proxy:19092", "PLAINTEXT://proxy", "PLAINTEXT://proxy:65536", "PLAINTEXT://a:1,PLAINTEXT://b:2"):
         with pytest.raises(ConfigError, match=r"advertised\.listeners"):
             BrokerConfig({"advertised.listeners": bad})
+        with pytest.raises(ConfigError, match=r"listeners"):
+            BrokerConfig({"listeners": bad})
+
+
+def test_per_listener_settings_override_the_broker_wide_ones() -> None:
+    cfg = BrokerConfig({"ssl.client.auth": "requested", "listener.name.internal.ssl.client.auth": "required",
+                        "listener.name.SASL_SSL.scram-sha-256.sasl.jaas.config": "x required;"})
+    assert cfg.for_listener("INTERNAL", "ssl.client.auth") == "required"
+    assert cfg.for_listener("external", "ssl.client.auth") == "requested"
+    assert cfg.for_listener("sasl_ssl", "scram-sha-256.sasl.jaas.config") == "x required;"
+    with pytest.raises(ConfigError, match="ssl.client.auth"):
+        BrokerConfig({"listener.name.a.ssl.client.auth": "sometimes"})
+    assert cfg.is_sensitive("ssl.key.password") and not cfg.is_sensitive("ssl.client.auth")
 
 
 def test_kip848_timeouts_are_held_within_their_bounds_as_kafka_holds_them() -> None:

@@ -40,7 +40,7 @@ from ..config import (
     QUEUED_MAX_REQUESTS,
     SOCKET_REQUEST_MAX_BYTES,
     BrokerConfig,
-    advertised_address,
+    parse_endpoints,
 )
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
@@ -56,6 +56,7 @@ from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
+from ..security.authorizer import Authorizer
 from .appender import Appender
 from .group_commit import GroupCommit
 from .handlers import HANDLERS
@@ -129,6 +130,8 @@ class Broker:
         self.txns = TransactionCoordinator(config, self.clock, faults.decorate_txn_log_store(TransactionLogStore(self.appender)),
                                            self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
         self.state = ServerState()
+        #: ACLs (``authorizer.class.name``); None: every request is allowed.
+        self.authorizer: Authorizer | None = None
         self._server: asyncio.AbstractServer | None = None
         #: The metrics port (``metrics.port``; ``onceflow.metrics.http``), None when off.
         self.metrics: MetricsServer | None = None
@@ -156,7 +159,7 @@ class Broker:
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         listeners = self.config[ADVERTISED_LISTENERS]
-        advertised = advertised_address(listeners) if listeners else None
+        advertised = parse_endpoints(listeners).get("PLAINTEXT") if listeners else None
         self.advertised_host, self.advertised_port = advertised or (self.host, self.port)
         self._tasks.append(loop.create_task(self._timers(), name="onceflow-timers"))
         if (metrics_port := self.config[METRICS_PORT]) is not None:
@@ -310,6 +313,9 @@ class Broker:
         """Drop producer state idle longer than producer.id.expiration.ms from every partition."""
         now = self.clock.now_ms()
         return sum(len(p.producer_state.remove_expired(now)) for p in self.registry.all_partitions())
+
+    def advertised_address(self, listener_name: str) -> tuple[str, int]:
+        return self.advertised_host, self.advertised_port
 
     # -- requests -------------------------------------------------------------
 

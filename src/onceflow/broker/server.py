@@ -41,6 +41,7 @@ from typing import Any
 from ..metrics.stats import RequestStats
 from ..protocol.errors import ProtocolError
 from ..protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
+from ..security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._closing = False
         self.peer = "?"
         self.client_host = ""
+        self.listener_name = "PLAINTEXT"
+        self.principal: KafkaPrincipal = ANONYMOUS
 
     # -- asyncio.Protocol -----------------------------------------------------
 

@@ -44,6 +44,7 @@ _CONFIG_TYPE_CODES = {
     ConfigType.LONG: 5,
     ConfigType.DOUBLE: 6,
     ConfigType.LIST: 7,
+    ConfigType.PASSWORD: 9,
 }
 
 # IncrementalAlterConfigs operations
@@ -247,7 +248,8 @@ def handle_describe_configs(broker: BrokerContext, request: Request, conn: Conne
                     if keys is not None and key not in keys:
                         continue
                     source = SOURCE_DEFAULT if broker.config.is_default(key) else SOURCE_STATIC_BROKER
-                    synonyms = ((build(m.DescribeConfigsSynonym, name=key, value=render_value(broker.config[key]), source=source),)
+                    shown = None if row.type is ConfigType.PASSWORD else broker.config[key]
+                    synonyms = ((build(m.DescribeConfigsSynonym, name=key, value=render_value(shown), source=source),)
                                 if include_synonyms else ())
                     entries.append(_config_entry(m, key, broker.config[key], source, row, synonyms, include_docs, read_only=True))
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
@@ -261,10 +263,11 @@ def handle_describe_configs(broker: BrokerContext, request: Request, conn: Conne
 
 def _config_entry(m: Any, key: str, value: Any, source: int, row: Any, synonyms: tuple[Any, ...], include_docs: bool,
                   read_only: bool = False) -> Any:
+    sensitive = row.type is ConfigType.PASSWORD  # Kafka never sends a secret back
     return build(
         m.DescribeConfigsResourceResult,
-        name=key, value=render_value(value), read_only=read_only, config_source=source, is_default=source == SOURCE_DEFAULT,
-        is_sensitive=False, synonyms=synonyms, config_type=_CONFIG_TYPE_CODES[row.type],
+        name=key, value=None if sensitive else render_value(value), read_only=read_only, config_source=source,
+        is_default=source == SOURCE_DEFAULT, is_sensitive=sensitive, synonyms=synonyms, config_type=_CONFIG_TYPE_CODES[row.type],
         documentation=row.doc if include_docs else None,
     )
 

@@ -7,8 +7,10 @@ in unit tests by any object with these members (``tests/unit/broker`` does,
 with a small in-memory context), and so that everything a handler touches
 is listed in one place.  Every write goes through ``appender``, the one
 owner of durable writes (``broker/appender.py``); markers asked for by
-WriteTxnMarkers through ``marker_writer``.  When security arrives, the
-request's principal and the authorizer belong here too.
+WriteTxnMarkers through ``marker_writer``.  Security: the connection's
+``principal`` and ``client_host`` are what ``broker.authorizer`` is asked
+about (None: no ``authorizer.class.name``, everything allowed), and Metadata
+answers with the address advertised for the connection's ``listener_name``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from ...coordinator.group.coordinator import GroupCoordinator
 from ...coordinator.transaction.coordinator import TransactionCoordinator
 from ...coordinator.transaction.types import MarkerWriter
 from ...protocol.framing import Request
+from ...security.authorizer import Authorizer
+from ...security.principal import KafkaPrincipal
 from ..appender import Appender
 from ..partitions import PartitionRegistry, Topic
 
@@ -39,6 +43,11 @@ class BrokerContext(Protocol):
     advertised_port: int
     appender: Appender
     marker_writer: MarkerWriter
+    authorizer: Authorizer | None
+
+    def advertised_address(self, listener_name: str) -> tuple[str, int]:
+        """Where clients of ``listener_name`` are told to connect (``advertised.listeners``)."""
+        ...
 
     def create_topic(self, name: str, num_partitions: int, overrides: dict[str, Any], internal: bool = False) -> Topic: ...
 
@@ -50,6 +59,10 @@ class Connection(Protocol):
 
     peer: str
     client_host: str
+    #: The listener the connection came in on (``listeners``), upper case: ``SASL_SSL``.
+    listener_name: str
+    #: Who it is: ``User:ANONYMOUS`` until SASL or a client certificate says otherwise.
+    principal: KafkaPrincipal
 
     def close(self) -> None: ...
 
