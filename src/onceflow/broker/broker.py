@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .. import faults
 from ..clock import Clock, SystemClock
 from ..config import (
-    ADVERTISED_LISTENERS,
+    CONNECTIONS_MAX_REAUTH_MS,
     CONSOLE_ALLOW_ABORT,
     LOG_CLEANER_BACKOFF_MS,
     LOG_CLEANER_ENABLE,
@@ -38,9 +39,11 @@ from ..config import (
     NODE_ID,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     QUEUED_MAX_REQUESTS,
+    SASL_ENABLED_MECHANISMS,
+    SASL_SERVER_MAX_RECEIVE_SIZE,
     SOCKET_REQUEST_MAX_BYTES,
+    SSL_PRINCIPAL_MAPPING_RULES,
     BrokerConfig,
-    parse_endpoints,
 )
 from ..coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..coordinator.group.coordinator import GroupCoordinator
@@ -56,6 +59,8 @@ from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
+from ..security import listeners, mechanisms, tls
+from ..security.authenticator import Authenticator
 from ..security.authorizer import Authorizer
 from .appender import Appender
 from .group_commit import GroupCommit
@@ -63,7 +68,7 @@ from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
 from .producer_ids import ProducerIdBlocks
-from .server import KafkaProtocol, ServerState
+from .server import KafkaProtocol, ListenerSecurity, ServerState
 from .stores import LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
 
 if TYPE_CHECKING:
@@ -132,7 +137,9 @@ class Broker:
         self.state = ServerState()
         #: ACLs (``authorizer.class.name``); None: every request is allowed.
         self.authorizer: Authorizer | None = None
-        self._server: asyncio.AbstractServer | None = None
+        #: One server per listener (``listeners``), resolved at start.
+        self._servers: list[asyncio.AbstractServer] = []
+        self.listeners: list[listeners.Listener] = []
         #: The metrics port (``metrics.port``; ``onceflow.metrics.http``), None when off.
         self.metrics: MetricsServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -143,6 +150,9 @@ class Broker:
     # -- lifetime -------------------------------------------------------------
 
     async def start(self) -> None:
+        # Settings that cannot be used fail here, before anything is opened or bound.
+        self.listeners = listeners.resolve(self.config, self.host, self.port)
+        securities = [self._listener_security(listener) for listener in self.listeners]
         self.registry.open(self.clock.now_ms())
         self.group_commit.start()
         self._load_groups()
@@ -150,17 +160,21 @@ class Broker:
         loop = asyncio.get_running_loop()
         max_frame = self.config[SOCKET_REQUEST_MAX_BYTES]
         max_in_flight = self.config[QUEUED_MAX_REQUESTS]
-        self._server = await loop.create_server(
-            lambda: KafkaProtocol(self.dispatch, self._unknown_api_versions, self.state, max_frame, max_in_flight),
-            self.host,
-            self.port,
-            reuse_address=True,
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        listeners = self.config[ADVERTISED_LISTENERS]
-        advertised = parse_endpoints(listeners).get("PLAINTEXT") if listeners else None
-        self.advertised_host, self.advertised_port = advertised or (self.host, self.port)
+        try:
+            for listener, (security, context) in zip(self.listeners, securities, strict=True):
+                server = await loop.create_server(
+                    lambda security=security: KafkaProtocol(self.dispatch, self._unknown_api_versions, self.state,
+                                                            max_frame, max_in_flight, security),
+                    listener.host or None, listener.port, reuse_address=True, ssl=context,
+                )
+                self._servers.append(server)
+                listener.port = server.sockets[0].getsockname()[1]
+        except OSError:  # a port taken: nothing of this start is left running
+            await self.stop()
+            raise
+        first = self.listeners[0]
+        self.host, self.port = first.host or "0.0.0.0", first.port
+        self.advertised_host, self.advertised_port = first.advertised_address()
         self._tasks.append(loop.create_task(self._timers(), name="onceflow-timers"))
         if (metrics_port := self.config[METRICS_PORT]) is not None:
             from ..metrics.http import MetricsServer
@@ -176,12 +190,41 @@ class Broker:
             "broker %d serving %s:%d (data in %s, cluster %s)",
             self.node_id, self.host, self.port, self.data_dir, self.registry.cluster_id,
         )
+        for listener in self.listeners:
+            log.info("listener %s (%s) on %s:%d, advertised as %s:%d", listener.name, listener.protocol,
+                     listener.host or "*", listener.port, *listener.advertised_address())
+            if listener.protocol == listeners.PLAINTEXT and not listeners.is_loopback(listener.host):
+                log.warning("listener %s is PLAINTEXT on %s, reachable beyond this machine: anyone who can reach "
+                            "it can read, write and fence transactions; use SASL_SSL or SSL (docs/security.md)",
+                            listener.name, listener.host or "every address")
+
+    def _listener_security(self, listener: listeners.Listener) -> tuple[ListenerSecurity, ssl.SSLContext | None]:
+        """How ``listener``'s connections are authenticated, and its TLS context (None: plaintext)."""
+        name = listener.name
+        context = tls.server_context(self.config, name) if listener.uses_tls else None
+        mapper = None
+        if listener.protocol == listeners.SSL:
+            mapper = tls.PrincipalMapper(self.config.for_listener(name, SSL_PRINCIPAL_MAPPING_RULES))
+        new_authenticator = None
+        if listener.uses_sasl:
+            mechanisms.check_mechanisms(name, self.config)
+            enabled: list[str] = self.config.for_listener(name, SASL_ENABLED_MECHANISMS)
+            reauth_ms: int = self.config.for_listener(name, CONNECTIONS_MAX_REAUTH_MS)
+
+            def new_server(mechanism: str) -> mechanisms.SaslServer:
+                return mechanisms.create_server(mechanism, name, self.config, self.scram_credentials)
+
+            def new_authenticator(peer: str) -> Authenticator:
+                return Authenticator(name, enabled, new_server, reauth_ms, self.clock.now_ms, peer)
+
+        security = ListenerSecurity(name, new_authenticator, mapper, self.config.for_listener(name, SASL_SERVER_MAX_RECEIVE_SIZE))
+        return security, context
 
     async def stop(self) -> None:
         if self.metrics is not None:
             await self.metrics.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.state.connections):
             conn.close()
         for task in self._tasks:
@@ -197,9 +240,9 @@ class Broker:
         await self.group_commit.stop()
         self.registry.close(clean=True)
         self.io.shutdown()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
         log.info("broker %d stopped cleanly", self.node_id)
 
     def _on_timer_set(self, deadline_ms: int) -> None:
@@ -315,6 +358,9 @@ class Broker:
         return sum(len(p.producer_state.remove_expired(now)) for p in self.registry.all_partitions())
 
     def advertised_address(self, listener_name: str) -> tuple[str, int]:
+        for listener in self.listeners:
+            if listener.name == listener_name:
+                return listener.advertised_address()
         return self.advertised_host, self.advertised_port
 
     # -- requests -------------------------------------------------------------

@@ -55,6 +55,11 @@ class EmbeddedBroker:
         return f"{self._broker.host}:{self._broker.port}"
 
     @property
+    def listeners(self) -> dict[str, str]:
+        """``host:port`` of each listener by name (``listeners``): ``{"SASL_SSL": "127.0.0.1:40123"}``."""
+        return {listener.name: f"{listener.host or '127.0.0.1'}:{listener.port}" for listener in self.broker.listeners}
+
+    @property
     def metrics_url(self) -> str:
         """``http://host:port/`` of the metrics and console (``metrics.port``; 0 picks a free one)."""
         metrics = self.broker.metrics

@@ -22,6 +22,14 @@ sends requests and never reads the answers costs the broker about one
 answer and the write buffer's high-water mark, not an answer per pipelined
 request (``tests/integration/test_connection_memory.py`` measures it).
 
+Security (``onceflow.security``): each connection belongs to one listener.
+On an SSL listener the principal comes from the client's certificate, if
+it sent one (``ssl.principal.mapping.rules``); on a SASL listener every
+request passes the connection's ``Authenticator`` gate before its handler,
+and until the client has authenticated its frames are held to
+``sasl.server.max.receive.size``.  A refused exchange is answered, then the
+connection is closed (``close_after_response``).
+
 Failures stay on their connection: a frame that is too large or cannot be
 parsed, or an unknown API key or version, is logged in one line and closes
 that connection only (with the KIP-511 ApiVersions exception); a handler
@@ -36,12 +44,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..metrics.stats import RequestStats
 from ..protocol.errors import ProtocolError
 from ..protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
-from ..security.principal import ANONYMOUS, KafkaPrincipal
+from ..security.authenticator import Authenticator
+from ..security.principal import ANONYMOUS, KafkaPrincipal, user
+from ..security.tls import NoMatchingRule, PrincipalMapper, subject_name
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +69,22 @@ class _Slot:
         self.started = started
         self.body: Any = None
         self.future: asyncio.Future[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """How a listener's connections are authenticated."""
+
+    name: str = "PLAINTEXT"
+    #: SASL listeners: a new connection's authenticator, given its peer address.
+    new_authenticator: Callable[[str], Authenticator] | None = None
+    #: SSL listeners: client certificate subject -> principal name.
+    principal_mapper: PrincipalMapper | None = None
+    #: ``sasl.server.max.receive.size``: the largest frame before authentication.
+    sasl_max_receive: int = 524288
+
+
+PLAINTEXT_SECURITY = ListenerSecurity()
 
 
 class ServerState:
@@ -78,6 +105,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         state: ServerState,
         max_frame_bytes: int,
         max_in_flight: int,
+        security: ListenerSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         self._dispatch = dispatch
         self._unknown_api_versions = unknown_api_versions
@@ -89,10 +117,14 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._read_paused = False
         self._write_paused = False
         self._closing = False
+        self._close_after_response = False
+        self._max_frame_bytes = max_frame_bytes
+        self._security = security
         self.peer = "?"
         self.client_host = ""
-        self.listener_name = "PLAINTEXT"
+        self.listener_name = security.name
         self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticator: Authenticator | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -105,6 +137,22 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self.peer = f"{peer[0]}:{peer[1]}"
         self._state.connections.add(self)
         self._state.stats.connections_created += 1
+        security = self._security
+        if security.principal_mapper is not None:
+            self._principal_from_certificate(transport, security.principal_mapper)
+        if security.new_authenticator is not None:
+            self.authenticator = security.new_authenticator(self.peer)
+            self._reader.max_frame_bytes = security.sasl_max_receive
+
+    def _principal_from_certificate(self, transport: asyncio.Transport, mapper: PrincipalMapper) -> None:
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if not der:
+            return  # ssl.client.auth=requested and no certificate given: User:ANONYMOUS
+        try:
+            self.principal = user(mapper.name(subject_name(der)))
+        except (NoMatchingRule, ValueError) as exc:
+            self._fail(f"client certificate refused: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -140,7 +188,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._process_frames()
 
     def _process_frames(self) -> None:
-        while not self._closing and not self._blocked():
+        while not self._closing and not self._close_after_response and not self._blocked():
             try:
                 frame = self._reader.next_frame()
             except ProtocolError as exc:
@@ -166,6 +214,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         self._state.stats.received(request.api_key, request.api_version, request.size, request.client_id,
                                    self.client_host, request.body)
+        if self.authenticator is not None and (refused := self.authenticator.gate(request.api_key)) is not None:
+            self._fail(refused)
+            return
         try:
             result = self._dispatch(request, self)
         except Exception:
@@ -216,6 +267,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             if slot.request is not None:
                 self._state.stats.answered(slot.request.api_key, slot.body,
                                            (time.perf_counter() - slot.started) * 1000, len(frame))
+        if self._close_after_response and not self._slots:
+            self._abort()  # the refusal is written first: close() sends what is buffered
 
     # -- flow control and closing ---------------------------------------------
 
@@ -248,3 +301,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self._abort()
+
+    def close_after_response(self) -> None:
+        self._close_after_response = True
+
+    def on_authenticated(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        self._reader.max_frame_bytes = self._max_frame_bytes

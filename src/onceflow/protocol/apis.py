@@ -11,7 +11,9 @@ EndTxn 5 are transactions v2's (KIP-890 part 2: the first two add their
 partition to the transaction, the last bumps the epoch), which a client uses
 when ApiVersions finalizes ``transaction.version`` 2; AddPartitionsToTxn
 stops at 3, the last client version (v4+ is broker-to-broker verification,
-done in-process here).  A client simply negotiates the highest version both
+done in-process here); SaslHandshake is served from v1 only: after a v0
+handshake the tokens would follow as bare frames without Kafka's header,
+which every client of Kafka 1.0 and later replaces with SaslAuthenticate.  A client simply negotiates the highest version both
 sides know.
 
 ``build(cls, **fields)`` constructs a kio entity of any version from the
@@ -44,6 +46,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -56,6 +59,7 @@ WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -87,7 +91,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
+    SASL_HANDSHAKE: (1, 1),
     API_VERSIONS: (0, 4),
+    SASL_AUTHENTICATE: (0, 2),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DELETE_RECORDS: (0, 2),

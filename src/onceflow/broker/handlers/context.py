@@ -24,6 +24,7 @@ from ...coordinator.group.coordinator import GroupCoordinator
 from ...coordinator.transaction.coordinator import TransactionCoordinator
 from ...coordinator.transaction.types import MarkerWriter
 from ...protocol.framing import Request
+from ...security.authenticator import Authenticator
 from ...security.authorizer import Authorizer
 from ...security.principal import KafkaPrincipal
 from ..appender import Appender
@@ -63,8 +64,18 @@ class Connection(Protocol):
     listener_name: str
     #: Who it is: ``User:ANONYMOUS`` until SASL or a client certificate says otherwise.
     principal: KafkaPrincipal
+    #: The SASL exchange of a SASL_* listener's connection, None on other listeners.
+    authenticator: Authenticator | None
 
     def close(self) -> None: ...
+
+    def close_after_response(self) -> None:
+        """Close the connection once the response to this request is sent (a refused SASL exchange)."""
+        ...
+
+    def on_authenticated(self, principal: KafkaPrincipal) -> None:
+        """SASL completed: the connection is ``principal`` from now on."""
+        ...
 
 
 #: handler(broker, request, connection) -> response entity | awaitable of one | None (acks=0)

@@ -52,7 +52,7 @@ def handle_find_coordinator(broker: BrokerContext, request: Request, conn: Conne
     else:
         keys = [body.key]
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
-    answers = [_find_one(broker, key, key_type) for key in keys]
+    answers = [_find_one(broker, conn, key, key_type) for key in keys]
     if request.api_version >= 4:
         coordinators = tuple(
             build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
@@ -64,7 +64,7 @@ def handle_find_coordinator(broker: BrokerContext, request: Request, conn: Conne
                  node_id=node, host=host, port=port)
 
 
-def _find_one(broker: BrokerContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+def _find_one(broker: BrokerContext, conn: Connection, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == KEY_TYPE_GROUP:
         if not key:
             return ErrorCode.invalid_request, "The group id must not be empty.", -1, "", -1
@@ -80,7 +80,7 @@ def _find_one(broker: BrokerContext, key: str, key_type: int) -> tuple[ErrorCode
     except OSError as exc:  # e.g. a full disk: nothing was created; the client retries
         log.error("cannot create %s: %s", topic, exc)
         return ErrorCode.coordinator_not_available, f"{topic} cannot be created: {exc}", -1, "", -1
-    return ErrorCode.none, None, broker.node_id, broker.advertised_host, broker.advertised_port
+    return ErrorCode.none, None, broker.node_id, *broker.advertised_address(conn.listener_name)
 
 
 # -- Membership ---------------------------------------------------------------

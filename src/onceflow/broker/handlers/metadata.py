@@ -153,9 +153,10 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
                 topic_authorized_operations=_ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
+    host, port = broker.advertised_address(conn.listener_name)
     fields: dict[str, Any] = {
         "throttle_time": NO_THROTTLE,
-        "brokers": (build(m.MetadataResponseBroker, node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None),),
+        "brokers": (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
         "cluster_id": registry.cluster_id,
         "controller_id": broker.node_id,
         "topics": tuple(topics),
@@ -235,6 +236,7 @@ def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Conne
             error_message="Only the broker endpoint type is served", endpoint_type=endpoint_type,
             cluster_id=broker.registry.cluster_id, controller_id=-1, brokers=(),
         )
+    host, port = broker.advertised_address(conn.listener_name)
     return build(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -243,7 +245,7 @@ def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Conne
         endpoint_type=1,
         cluster_id=broker.registry.cluster_id,
         controller_id=broker.node_id,
-        brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None),),
+        brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=host, port=port, rack=None),),
         cluster_authorized_operations=_ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
