@@ -57,6 +57,7 @@ from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
 from ..security.authorizer import Authorizer
+from ..security.credentials import ScramCredentialStore
 from .appender import Appender
 from .group_commit import GroupCommit
 from .handlers import HANDLERS
@@ -124,6 +125,8 @@ class Broker:
                                        topics=lambda: TopicImages(self.registry))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdBlocks(self.data_dir)
+        #: SCRAM credentials (KIP-554), loaded from the data directory now.
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         # With ONCEFLOW_FAULT set, the crash points wrap the marker writer and the transaction log.
         self.marker_writer: MarkerWriter = faults.decorate_marker_writer(
             LocalMarkerWriter(self.appender, self.groups.complete_transaction))
