@@ -22,10 +22,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | str, tmp_suffix: str = ".tmp") -> None:
+def atomic_write(path: Path, data: bytes | str, tmp_suffix: str = ".tmp", mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data``.  A new file gets ``mode`` (0o600 for secrets; less what the
+    umask removes) from its creation; a temporary file left by a crash keeps its own (its owner
+    deletes it at start-up)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(path.name + tmp_suffix)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(raw)
         while view:

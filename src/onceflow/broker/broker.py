@@ -62,6 +62,7 @@ from ..records.records import iter_records
 from ..security import listeners, mechanisms, tls
 from ..security.authenticator import Authenticator
 from ..security.authorizer import Authorizer
+from ..security.credentials import ScramCredentialStore
 from .appender import Appender
 from .group_commit import GroupCommit
 from .handlers import HANDLERS
@@ -129,6 +130,8 @@ class Broker:
                                        topics=lambda: TopicImages(self.registry))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids = ProducerIdBlocks(self.data_dir)
+        #: SCRAM credentials (KIP-554), loaded from the data directory now.
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         # With ONCEFLOW_FAULT set, the crash points wrap the marker writer and the transaction log.
         self.marker_writer: MarkerWriter = faults.decorate_marker_writer(
             LocalMarkerWriter(self.appender, self.groups.complete_transaction))

@@ -11,6 +11,9 @@ A map of the package (Kafka's split, one module each):
   (``ssl.principal.mapping.rules``).
 * ``authenticator``: the per-connection SASL state machine of KIP-152
   (SaslHandshake, then SaslAuthenticate), with KIP-368 re-authentication.
+* ``mechanisms``: the mechanisms served, their start-up checks, and
+  ``create_server``; ``sasl``: the ``SaslServer`` interface every mechanism
+  implements and its one failure, ``SaslAuthenticationFailed``.
 * ``plain`` and ``scram``: the server side of the PLAIN and SCRAM-SHA-256/512
   mechanisms (sans-I/O), ``jaas``: PLAIN's users from a JAAS entry or file.
 * ``credentials``: SCRAM credentials as Kafka stores them (salted, iterated;

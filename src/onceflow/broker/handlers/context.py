@@ -26,6 +26,7 @@ from ...coordinator.transaction.types import MarkerWriter
 from ...protocol.framing import Request
 from ...security.authenticator import Authenticator
 from ...security.authorizer import Authorizer
+from ...security.credentials import ScramCredentialStore
 from ...security.principal import KafkaPrincipal
 from ..appender import Appender
 from ..partitions import PartitionRegistry, Topic
@@ -45,6 +46,8 @@ class BrokerContext(Protocol):
     appender: Appender
     marker_writer: MarkerWriter
     authorizer: Authorizer | None
+    #: SCRAM credentials (KIP-554): Describe/AlterUserScramCredentials, and SCRAM logins.
+    scram_credentials: ScramCredentialStore
 
     def advertised_address(self, listener_name: str) -> tuple[str, int]:
         """Where clients of ``listener_name`` are told to connect (``advertised.listeners``)."""
