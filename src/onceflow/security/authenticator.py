@@ -138,8 +138,8 @@ class Authenticator:
             return Outcome(ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake", b"", close=True)
         try:
             reply = server.evaluate(token)
-        except SaslAuthenticationFailed as exc:
-            return self._fail(str(exc))
+        except SaslAuthenticationFailed as exc:  # the client is told str(exc); the log says why
+            return self._fail(str(exc), exc.reason)
         if not server.complete:
             return Outcome(ErrorCode.none, None, reply)
         principal = user(server.authorization_id)
@@ -152,9 +152,9 @@ class Authenticator:
         self.session_ends_ms = self._now_ms() + self._reauth_ms if self._reauth_ms > 0 else None
         return Outcome(ErrorCode.none, None, reply, session_lifetime_ms=lifetime)
 
-    def _fail(self, message: str) -> Outcome:
+    def _fail(self, message: str, reason: str | None = None) -> Outcome:
         log.info("SASL %s authentication from %s on listener %s failed: %s", self.mechanism, self.peer,
-                 self.listener, message)
+                 self.listener, reason or message)
         self.state = State.FAILED
         self._server = None
         return Outcome(ErrorCode.sasl_authentication_failed, message, b"", close=True)
