@@ -56,6 +56,7 @@ from ..protocol.framing import Request, UnknownApiVersions
 from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
+from ..security.acls import StandardAuthorizer
 from ..security.authorizer import Authorizer
 from .appender import Appender
 from .group_commit import GroupCommit
@@ -130,8 +131,9 @@ class Broker:
         self.txns = TransactionCoordinator(config, self.clock, faults.decorate_txn_log_store(TransactionLogStore(self.appender)),
                                            self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
         self.state = ServerState()
-        #: ACLs (``authorizer.class.name``); None: every request is allowed.
-        self.authorizer: Authorizer | None = None
+        #: ACLs (``authorizer.class.name``; ``security/acls.py``), loaded from the data directory
+        #: (a file it cannot read stops the broker here); None: every request is allowed.
+        self.authorizer: Authorizer | None = StandardAuthorizer.from_config(config, self.data_dir)
         self._server: asyncio.AbstractServer | None = None
         #: The metrics port (``metrics.port``; ``onceflow.metrics.http``), None when off.
         self.metrics: MetricsServer | None = None
