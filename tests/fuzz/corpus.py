@@ -151,8 +151,12 @@ def _integer(name: str) -> int:
         return -1
     if "isolation" in n:
         return 1
-    if n == "resource_type":
-        return 2
+    if n in ("resource_type", "resource_type_filter"):
+        return 2  # TOPIC
+    if "pattern_type" in n or n == "permission_type":
+        return 3  # LITERAL, ALLOW: an ACL request with UNKNOWN (0) elements is one Kafka cannot parse
+    if n == "operation":
+        return 3  # the ACL operation READ (IncrementalAlterConfigs' is ``config_operation``: SET, 0)
     if "num_partitions" in n or "replication_factor" in n or n == "count":
         return 1
     if "operation" in n or "config_operation" in n:

@@ -60,6 +60,7 @@ from ..records.batch import scan
 from ..records.control import read_marker
 from ..records.records import iter_records
 from ..security import listeners, mechanisms, tls
+from ..security.acls import StandardAuthorizer
 from ..security.authenticator import Authenticator
 from ..security.authorizer import Authorizer
 from ..security.credentials import ScramCredentialStore
@@ -138,8 +139,9 @@ class Broker:
         self.txns = TransactionCoordinator(config, self.clock, faults.decorate_txn_log_store(TransactionLogStore(self.appender)),
                                            self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
         self.state = ServerState()
-        #: ACLs (``authorizer.class.name``); None: every request is allowed.
-        self.authorizer: Authorizer | None = None
+        #: ACLs (``authorizer.class.name``; ``security/acls.py``), loaded from the data directory
+        #: (a file it cannot read stops the broker here); None: every request is allowed.
+        self.authorizer: Authorizer | None = StandardAuthorizer.from_config(config, self.data_dir)
         #: One server per listener (``listeners``), resolved at start.
         self._servers: list[asyncio.AbstractServer] = []
         self.listeners: list[listeners.Listener] = []

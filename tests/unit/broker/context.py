@@ -22,6 +22,7 @@ from onceflow.config import BrokerConfig
 from onceflow.log.partition_log import PartitionLog
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.framing import Request, parse_request
+from onceflow.security.principal import ANONYMOUS
 from tests.support.wire import encode_request
 
 T0 = 1_700_000_000_000
@@ -119,6 +120,8 @@ class InMemoryContext:
         self.node_id = 1
         self.advertised_host = "127.0.0.1"
         self.advertised_port = 9092
+        #: No ``authorizer.class.name``: every request allowed (a test may set a StandardAuthorizer).
+        self.authorizer: Any = None
 
     def create_topic(self, name: str, num_partitions: int, overrides: dict[str, Any], internal: bool = False) -> Topic:
         return self.registry.create_topic(name, num_partitions, overrides, self.clock.now_ms(), internal)
@@ -135,6 +138,8 @@ class Conn:
 
     peer = "test-client:1"
     client_host = "127.0.0.1"
+    listener_name = "PLAINTEXT"
+    principal = ANONYMOUS
 
     def __init__(self) -> None:
         self.closed = False

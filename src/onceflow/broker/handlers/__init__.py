@@ -8,13 +8,13 @@ broker and the connection are seen through ``context.BrokerContext`` and
 
 from __future__ import annotations
 
-from . import admin, fetch, groups, metadata, produce, sasl, scram, txn
+from . import acls, admin, fetch, groups, metadata, produce, sasl, scram, txn
 from .context import BrokerContext, Connection, Handler
 
 __all__ = ["HANDLERS", "BrokerContext", "Connection", "Handler"]
 
 HANDLERS: dict[int, Handler] = {}
-for _module in (metadata, produce, fetch, admin, groups, txn, sasl, scram):
+for _module in (metadata, produce, fetch, admin, groups, txn, sasl, scram, acls):
     for _key, _handler in _module.HANDLERS.items():
         if _key in HANDLERS:
             raise RuntimeError(f"API key {_key} has two handlers")

@@ -9,6 +9,19 @@ nothing.  DescribeConfigs reports each topic config's effective value and
 where it comes from (a topic override, a broker setting, or the default),
 with synonyms when asked, as Kafka does.  Only topic configs can be altered;
 broker configs are static (set in ``server.properties`` or with ``-o``).
+
+ACLs, as a KRaft Kafka checks them (``ControllerApis``, to which a broker forwards
+these, and ``ConfigHelper`` for DescribeConfigs), before anything changes:
+CreateTopics needs CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED,
+"Authorization failed."), and a created topic's configs are shown only with
+DESCRIBE_CONFIGS on it (otherwise ``topic_config_error_code`` says
+TOPIC_AUTHORIZATION_FAILED and no configs, counts or factor are given); DeleteTopics
+needs DELETE on the cluster, or DESCRIBE and DELETE on each topic -- one not
+describable is refused before whether it exists is said, and one named by id is
+answered without its name unless describable; CreatePartitions needs ALTER on each
+topic; DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on
+the topic, or on the cluster for the broker's configs (CLUSTER_AUTHORIZATION_FAILED),
+or on the group; IncrementalAlterConfigs of broker loggers needs CLUSTER_ACTION.
 """
 
 from __future__ import annotations
@@ -19,7 +32,9 @@ from typing import Any
 from ...config import BROKER_CONFIGS, DELETE_TOPIC_ENABLE, NUM_PARTITIONS, TOPIC_CONFIGS, ConfigError, ConfigType, render_value, validate_topic_configs
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ...security.authorizer import AclOperation, ResourceType
 from ..partitions import MAX_PARTITIONS
+from .authz import authorize, authorize_cluster, authorized_names
 from .common import NO_THROTTLE, Request, build, responses
 from .context import BrokerContext, Connection, Handler
 from .metadata import ZERO_UUID
@@ -29,6 +44,7 @@ log = logging.getLogger(__name__)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 
 # DescribeConfigs config_source values
 SOURCE_DYNAMIC_TOPIC = 1
@@ -68,16 +84,33 @@ def handle_create_topics(broker: BrokerContext, request: Request, conn: Connecti
     seen: dict[str, int] = {}
     for t in body.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    creatable = describable = None  # None: every topic (no authorizer)
+    if broker.authorizer is not None:
+        unique = [name for name, count in seen.items() if count == 1]
+        creatable = (set(unique) if authorize_cluster(broker, conn, AclOperation.CREATE, log_denied=False)
+                     else authorized_names(broker, conn, AclOperation.CREATE, ResourceType.TOPIC, unique))
+        describable = authorized_names(broker, conn, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, unique,
+                                       log_denied=False)
     for t in body.topics:
-        error, message, topic = _create_one(broker, t, body.validate_only, seen[t.name] > 1)
+        error: ErrorCode
+        message: str | None
+        topic: Any
+        if creatable is not None and seen[t.name] == 1 and t.name not in creatable:
+            error, message, topic = ErrorCode.topic_authorization_failed, "Authorization failed.", None
+        else:
+            error, message, topic = _create_one(broker, t, body.validate_only, seen[t.name] > 1)
         if error is not ErrorCode.none:
             log.info("CreateTopics %s from %s: %s (%s)", t.name, conn.peer, error.name, message)
         fields: dict[str, Any] = {"name": t.name, "topic_id": ZERO_UUID, "error_code": error, "error_message": message,
                                   "num_partitions": -1, "replication_factor": -1, "configs": None}
         if error is ErrorCode.none:
             num_partitions, overrides = topic
-            fields.update(num_partitions=num_partitions, replication_factor=1,
-                          configs=_creatable_configs(m, broker, overrides))
+            if describable is None or t.name in describable:
+                fields.update(num_partitions=num_partitions, replication_factor=1,
+                              configs=_creatable_configs(m, broker, overrides))
+            else:  # created, but its configs are not the principal's to see (Kafka's ReplicationControlManager)
+                fields.update(topic_config_error_code=ErrorCode.topic_authorization_failed,
+                              configs=() if hasattr(m, "CreatableTopicConfigs") else None)
             if not body.validate_only:
                 fields["topic_id"] = broker.registry.topics[t.name].topic_id
         results.append(build(m.CreatableTopicResult, **fields))
@@ -156,14 +189,28 @@ def handle_delete_topics(broker: BrokerContext, request: Request, conn: Connecti
     else:
         wanted = [(name, None) for name in body.topic_names]
     results = []
+    describable = deletable = None  # None: every topic (no authorizer)
+    if broker.authorizer is not None and not authorize_cluster(broker, conn, AclOperation.DELETE, log_denied=False):
+        names = {name for name, _ in wanted if name is not None}
+        names |= {t.name for _, topic_id in wanted if topic_id is not None and (t := registry.by_id.get(topic_id)) is not None}
+        describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        deletable = authorized_names(broker, conn, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, topic_id in wanted:
-        if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        by_id = name is None and topic_id is not None and topic_id != ZERO_UUID
+        if by_id:
             topic = registry.by_id.get(topic_id)
             missing = ErrorCode.unknown_topic_id
         else:
             topic = registry.topics.get(name) if name is not None else None
             missing = ErrorCode.unknown_topic_or_partition
         error, message = ErrorCode.none, None
+        if deletable is not None and describable is not None and (refused := _delete_refusal(
+                name, topic.name if by_id and topic is not None else None, by_id, describable, deletable)) is not None:
+            error, shown = ErrorCode.topic_authorization_failed, refused[0]
+            log.info("DeleteTopics %s from %s: %s", name or topic_id, conn.peer, error.name)
+            results.append(build(m.DeletableTopicResult, name=shown, topic_id=topic_id or ZERO_UUID, error_code=error,
+                                 error_message=None))
+            continue
         if topic is None:
             error = missing
         elif not broker.config[DELETE_TOPIC_ENABLE]:
@@ -183,6 +230,25 @@ def handle_delete_topics(broker: BrokerContext, request: Request, conn: Connecti
     return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
+def _delete_refusal(name: str | None, resolved: str | None, by_id: bool, describable: set[str],
+                    deletable: set[str]) -> tuple[str | None] | None:
+    """Kafka's ``ControllerApis.deleteTopics``: None if the topic may go on, else the name its
+    TOPIC_AUTHORIZATION_FAILED answer shows.  By name: refused unless describable (before its
+    existence is looked at) and, once known to exist, deletable.  By id: an unknown id goes on (to
+    UNKNOWN_TOPIC_ID); a known one not deletable is refused, named only if describable."""
+    if by_id:
+        if resolved is None or resolved in deletable:
+            return None
+        return (resolved if resolved in describable else None,)
+    if name is None:
+        return None
+    if name not in describable:
+        return (name,)
+    if name in deletable:
+        return None
+    return (name,)
+
+
 # -- CreatePartitions ---------------------------------------------------------
 
 
@@ -190,10 +256,14 @@ def handle_create_partitions(broker: BrokerContext, request: Request, conn: Conn
     m = responses(request)
     body = request.body
     results = []
+    alterable = None if broker.authorizer is None else authorized_names(
+        broker, conn, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in body.topics))
     for t in body.topics:
         topic = broker.registry.topics.get(t.name)
         error, message = ErrorCode.none, None
-        if topic is None:
+        if alterable is not None and t.name not in alterable:
+            error = ErrorCode.topic_authorization_failed  # ALTER on the topic (ControllerApis.createPartitions)
+        elif topic is None:
             error, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
         elif t.count < len(topic.partitions):
             error = ErrorCode.invalid_partitions
@@ -229,7 +299,10 @@ def handle_describe_configs(broker: BrokerContext, request: Request, conn: Conne
     for res in body.resources:
         keys = set(res.configuration_keys) if res.configuration_keys else None
         error, message, entries = ErrorCode.none, None, []
-        if res.resource_type == RESOURCE_TOPIC:
+        refusal = _config_refusal(broker, conn, res, AclOperation.DESCRIBE_CONFIGS)
+        if refusal is not None:
+            error, message = refusal
+        elif res.resource_type == RESOURCE_TOPIC:
             topic = broker.registry.topics.get(res.resource_name)
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic '{res.resource_name}' does not exist."
@@ -259,6 +332,40 @@ def handle_describe_configs(broker: BrokerContext, request: Request, conn: Conne
         results.append(build(m.DescribeConfigsResult, error_code=error, error_message=message, resource_type=res.resource_type,
                              resource_name=res.resource_name, configs=tuple(entries)))
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+#: Config resource type -> (the ACL resource its configs are authorized on, the refusal's error).
+_CONFIG_RESOURCES = {
+    RESOURCE_TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed),
+    RESOURCE_BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
+    RESOURCE_BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),
+    RESOURCE_GROUP: (ResourceType.GROUP, ErrorCode.group_authorization_failed),
+}
+#: Errors' default messages, which Kafka's refusals of configs carry.
+_AUTHORIZATION_MESSAGES = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+}
+
+
+def _config_refusal(broker: BrokerContext, conn: Connection, res: Any, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+    """Why the principal may not describe (DESCRIBE_CONFIGS) or alter (ALTER_CONFIGS) a config
+    resource, or None.  The broker's (and its loggers') configs are the cluster's; altering
+    loggers needs CLUSTER_ACTION (Kafka's RuntimeLoggerManager)."""
+    if broker.authorizer is None:
+        return None
+    found = _CONFIG_RESOURCES.get(res.resource_type)
+    if found is None:
+        return None  # not a resource type configs have: answered as without ACLs
+    resource_type, error = found
+    if res.resource_type == RESOURCE_BROKER_LOGGER and operation is AclOperation.ALTER_CONFIGS:
+        operation = AclOperation.CLUSTER_ACTION
+    if resource_type is ResourceType.CLUSTER:
+        allowed = authorize_cluster(broker, conn, operation)
+    else:
+        allowed = authorize(broker, conn, operation, resource_type, res.resource_name)
+    return None if allowed else (error, _AUTHORIZATION_MESSAGES[error])
 
 
 def _config_entry(m: Any, key: str, value: Any, source: int, row: Any, synonyms: tuple[Any, ...], include_docs: bool,
@@ -295,7 +402,8 @@ def handle_alter_configs(broker: BrokerContext, request: Request, conn: Connecti
     out = []
     for res in request.body.resources:
         new = {c.name: c.value for c in res.configs if c.value is not None}
-        error, message = _apply_topic_configs(broker, res, lambda _old, new=new: new, request.body.validate_only)
+        error, message = _config_refusal(broker, conn, res, AclOperation.ALTER_CONFIGS) or _apply_topic_configs(
+            broker, res, lambda _old, new=new: new, request.body.validate_only)
         out.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
                          resource_type=res.resource_type, resource_name=res.resource_name))
     return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
@@ -328,7 +436,8 @@ def handle_incremental_alter_configs(broker: BrokerContext, request: Request, co
                     raise ConfigError(f"unknown operation {c.config_operation}")
             return new
 
-        error, message = _apply_topic_configs(broker, res, change, request.body.validate_only)
+        error, message = _config_refusal(broker, conn, res, AclOperation.ALTER_CONFIGS) or _apply_topic_configs(
+            broker, res, change, request.body.validate_only)
         out.append(build(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
                          resource_type=res.resource_type, resource_name=res.resource_name))
     return build(m.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))

@@ -18,6 +18,13 @@ watermark to move, then reads again: the long poll consumers rely on.
 Fetch sessions (KIP-227) are not kept: every answer is sessionless
 (session id 0), which clients treat as "send full requests".  A request
 naming a session id we never issued gets FETCH_SESSION_ID_NOT_FOUND.
+
+ACLs, as Kafka's KafkaApis: a consumer's Fetch needs READ on each topic (a topic id
+this broker does not know is UNKNOWN_TOPIC_ID first), a follower's (replica id >= 0)
+CLUSTER_ACTION on the cluster, else TOPIC_AUTHORIZATION_FAILED for every partition;
+ListOffsets needs DESCRIBE on each topic.  Refused topics are decided once per request
+and never read.  With no authorizer the plain ``_FetchPlan`` runs: not one test per
+partition is added to the path every fetch takes.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ...security.authorizer import AclOperation, ResourceType
+from .authz import authorize_cluster, authorized_names
 from .common import NO_THROTTLE, Request, build, ms, responses
 from .context import BrokerContext, Connection, Handler
 
@@ -65,6 +74,10 @@ class _FetchPlan:
             return registry.by_id.get(fetch_topic.topic_id)
         return registry.topics.get(fetch_topic.topic)
 
+    def _missing(self, fetch_topic: Any) -> ErrorCode:
+        """The error of a topic ``_topic`` did not give (asked only then)."""
+        return ErrorCode.unknown_topic_id if self.by_id else ErrorCode.unknown_topic_or_partition
+
     def logs(self) -> list[Any]:
         out = []
         for fetch_topic in self.request.body.topics:
@@ -90,7 +103,7 @@ class _FetchPlan:
             for p in fetch_topic.partitions:
                 partition = None
                 if topic is None:
-                    error = ErrorCode.unknown_topic_id if self.by_id else ErrorCode.unknown_topic_or_partition
+                    error = self._missing(fetch_topic)
                 elif not 0 <= p.partition < len(topic.partitions):
                     error = ErrorCode.unknown_topic_or_partition
                 else:
@@ -141,6 +154,45 @@ class _FetchPlan:
         return response, total, any_error
 
 
+class _AuthorizedFetchPlan(_FetchPlan):
+    """A Fetch with an authorizer: the topics it may not read are as if absent, with
+    TOPIC_AUTHORIZATION_FAILED as their error (decided here, once)."""
+
+    def __init__(self, broker: BrokerContext, request: Request, conn: Connection) -> None:
+        super().__init__(broker, request)
+        body = request.body
+        replica_state = getattr(body, "replica_state", None)
+        replica_id = replica_state.replica_id if replica_state is not None else getattr(body, "replica_id", -1)
+        #: A follower's fetch needs CLUSTER_ACTION and no READ; without it every partition is refused.
+        self.follower = replica_id >= 0
+        self.refuse_all = self.follower and not authorize_cluster(broker, conn, AclOperation.CLUSTER_ACTION)
+        names = []
+        if not self.follower:
+            for fetch_topic in body.topics:
+                topic = super()._topic(fetch_topic)
+                if self.by_id:
+                    if topic is not None:
+                        names.append(topic.name)
+                else:
+                    names.append(fetch_topic.topic)
+        self.readable = authorized_names(broker, conn, AclOperation.READ, ResourceType.TOPIC, names)
+
+    def _refused(self, fetch_topic: Any, topic: Any) -> bool:
+        if self.follower:
+            return self.refuse_all
+        name = (topic.name if topic is not None else None) if self.by_id else fetch_topic.topic
+        return name is not None and name not in self.readable
+
+    def _topic(self, fetch_topic: Any) -> Any:
+        topic = super()._topic(fetch_topic)
+        return None if self._refused(fetch_topic, topic) else topic
+
+    def _missing(self, fetch_topic: Any) -> ErrorCode:
+        if self._refused(fetch_topic, super()._topic(fetch_topic)):
+            return ErrorCode.topic_authorization_failed
+        return super()._missing(fetch_topic)
+
+
 def handle_fetch(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     body = request.body
     if getattr(body, "session_id", 0) != 0:
@@ -148,7 +200,7 @@ def handle_fetch(broker: BrokerContext, request: Request, conn: Connection) -> A
         return build(
             m.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=()
         )
-    plan = _FetchPlan(broker, request)
+    plan = _FetchPlan(broker, request) if broker.authorizer is None else _AuthorizedFetchPlan(broker, request, conn)
     response, total, any_error = plan.read()
     max_wait = ms(body.max_wait)
     if total >= body.min_bytes or any_error or max_wait <= 0 or not body.topics:
@@ -181,14 +233,18 @@ def handle_list_offsets(broker: BrokerContext, request: Request, conn: Connectio
     m = responses(request)
     body = request.body
     committed = getattr(body, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
+    describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         topic = broker.registry.topics.get(t.name)
+        refused = t.name not in describable
         parts = []
         for p in t.partitions:
             error = ErrorCode.none
             offset = ts = -1
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if refused:
+                error = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 error = ErrorCode.unknown_topic_or_partition
             else:
                 error = _epoch_error(getattr(p, "current_leader_epoch", -1)) or ErrorCode.none

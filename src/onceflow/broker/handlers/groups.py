@@ -10,6 +10,20 @@ before writing the response in order.
 This broker is the coordinator of every group and every transactional id
 (it is the only node); the ``__consumer_offsets`` / ``__transaction_state``
 partitions are created on first use.
+
+ACLs, as Kafka's KafkaApis, each checked before the coordinator is called:
+FindCoordinator needs DESCRIBE on the group or transactional id; JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and ConsumerGroupHeartbeat READ on the
+group (GROUP_AUTHORIZATION_FAILED for the whole request); OffsetCommit also READ on
+each topic, OffsetFetch DESCRIBE on each group and topic (asked for all its offsets, the
+topics not describable are left out), OffsetDelete DELETE on the group and READ on each
+topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions, before whether it exists
+is said); DescribeGroups and ConsumerGroupDescribe DESCRIBE on each group, and
+``authorized_operations`` are what the principal may do; DeleteGroups DELETE on each;
+ListGroups lists every group with DESCRIBE on the cluster, else those the principal may
+describe.  Kafka 4's newer checks are kept too: a KIP-848 heartbeat naming a topic the
+member may not describe answers TOPIC_AUTHORIZATION_FAILED, and ConsumerGroupDescribe
+does not describe a group whose assignments hold such a topic.
 """
 
 from __future__ import annotations
@@ -31,6 +45,8 @@ from ...coordinator.group.types import (
 )
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ...security.authorizer import AclOperation, ResourceType
+from .authz import authorize, authorize_cluster, authorized_names, authorized_operations
 from .common import NO_THROTTLE, Request, build, ms, responses, via_callback
 from .context import BrokerContext, Connection, Handler
 
@@ -52,16 +68,41 @@ def handle_find_coordinator(broker: BrokerContext, request: Request, conn: Conne
     else:
         keys = [body.key]
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
-    answers = [_find_one(broker, conn, key, key_type) for key in keys]
+    answers = [_refused_key(broker, conn, key, key_type) or _find_one(broker, conn, key, key_type) for key in keys]
     if request.api_version >= 4:
         coordinators = tuple(
-            build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=err, error_message=msg)
+            # A refusal carries no message from v4 (Kafka sets only the code); before, Errors' own.
+            build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=err,
+                  error_message=None if err in _AUTHORIZATION_MESSAGES else msg)
             for key, (err, msg, node, host, port) in zip(keys, answers, strict=True)
         )
         return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
     err, msg, node, host, port = answers[0]
     return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=err, error_message=msg,
                  node_id=node, host=host, port=port)
+
+
+#: Errors' default messages, which Kafka's refusals carry where a message is sent.
+_AUTHORIZATION_MESSAGES = {
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+}
+
+
+def _refused_key(broker: BrokerContext, conn: Connection, key: str,
+                 key_type: int) -> tuple[ErrorCode, str | None, int, str, int] | None:
+    """FindCoordinator's ACL check (Kafka's getCoordinator, before anything else): DESCRIBE on the
+    group, or on the transactional id."""
+    if key_type == KEY_TYPE_GROUP:
+        resource, error = ResourceType.GROUP, ErrorCode.group_authorization_failed
+    elif key_type == KEY_TYPE_TRANSACTION:
+        resource, error = ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed
+    else:
+        return None
+    if authorize(broker, conn, AclOperation.DESCRIBE, resource, key):
+        return None
+    return error, _AUTHORIZATION_MESSAGES[error], -1, "", -1
 
 
 def _find_one(broker: BrokerContext, conn: Connection, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -86,9 +127,17 @@ def _find_one(broker: BrokerContext, conn: Connection, key: str, key_type: int) 
 # -- Membership ---------------------------------------------------------------
 
 
+def _may_read_group(broker: BrokerContext, conn: Connection, group_id: str) -> bool:
+    return authorize(broker, conn, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 def handle_join_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if not _may_read_group(broker, conn, body.group_id):  # Kafka's JoinGroupRequest.getErrorResponse
+        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                     generation_id=-1, protocol_type=None, protocol_name=None if request.api_version >= 7 else "",
+                     leader="", skip_assignment=False, member_id="", members=())
     session_ms = ms(body.session_timeout)
     rebalance_ms = ms(getattr(body, "rebalance_timeout", body.session_timeout))
     if request.api_version == 0:
@@ -134,6 +183,9 @@ def handle_join_group(broker: BrokerContext, request: Request, conn: Connection)
 def handle_sync_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if not _may_read_group(broker, conn, body.group_id):
+        return build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                     protocol_type=None, protocol_name=None, assignment=b"")
 
     def respond(r: SyncResult) -> Any:
         return build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=r.error, protocol_type=r.protocol_type,
@@ -157,6 +209,8 @@ def handle_sync_group(broker: BrokerContext, request: Request, conn: Connection)
 def handle_heartbeat(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if not _may_read_group(broker, conn, body.group_id):
+        return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed)
     error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None))
     return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
@@ -164,6 +218,9 @@ def handle_heartbeat(broker: BrokerContext, request: Request, conn: Connection) 
 def handle_leave_group(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if not _may_read_group(broker, conn, body.group_id):
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                     members=())
     if request.api_version >= 3:
         members = [LeaveMember(x.member_id, x.group_instance_id) for x in body.members]
         reason = next((x.reason for x in body.members if getattr(x, "reason", None)), None)
@@ -196,13 +253,26 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 def handle_describe_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
-    described = broker.groups.describe_groups(list(request.body.groups))
+    wanted = list(request.body.groups)
+    allowed = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.GROUP, wanted)
+    described = iter(broker.groups.describe_groups([g for g in wanted if g in allowed]))
     include_operations = bool(getattr(request.body, "include_authorized_operations", False))
-    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE,
-                 groups=tuple(_described(m, d, request.api_version, include_operations) for d in described))
+    groups = []
+    for group_id in wanted:
+        if group_id not in allowed:  # Kafka's DescribeGroupsResponse.groupError
+            groups.append(build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed, error_message=None,
+                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, group_id=group_id, group_state="",
+                                protocol_type="", protocol_data="", members=()))
+            continue
+        d = next(described)
+        operations = (authorized_operations(broker, conn, ResourceType.GROUP, group_id)
+                      if include_operations and broker.authorizer is not None else GROUP_AUTHORIZED_OPERATIONS)
+        groups.append(_described(m, d, request.api_version, include_operations, operations))
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
-def _described(m: Any, d: GroupDescription, version: int, include_operations: bool) -> Any:
+def _described(m: Any, d: GroupDescription, version: int, include_operations: bool,
+               operations: int = GROUP_AUTHORIZED_OPERATIONS) -> Any:
     error, message = d.error, None
     if version >= 6 and error is ErrorCode.none and d.state == "Dead":
         # KIP-1043 (v6): a group that does not exist is an error, no longer a "Dead" group.
@@ -211,8 +281,7 @@ def _described(m: Any, d: GroupDescription, version: int, include_operations: bo
         m.DescribedGroup,
         error_code=error,
         error_message=message,
-        authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations and error is ErrorCode.none
-                               else AUTHORIZED_OPERATIONS_OMITTED),
+        authorized_operations=operations if include_operations and error is ErrorCode.none else AUTHORIZED_OPERATIONS_OMITTED,
         group_id=d.group_id,
         group_state=d.state,
         protocol_type=d.protocol_type,
@@ -231,6 +300,10 @@ def handle_list_groups(broker: BrokerContext, request: Request, conn: Connection
     states = set(getattr(body, "states_filter", ()) or ()) or None
     types = set(getattr(body, "types_filter", ()) or ()) or None
     listed = broker.groups.list_groups(states, types)
+    if broker.authorizer is not None and not authorize_cluster(broker, conn, AclOperation.DESCRIBE, log_denied=False):
+        # Without DESCRIBE on the cluster, only the groups the principal may describe (not logged).
+        listed = [g for g in listed if authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id,
+                                                 log_denied=False)]
     return build(
         m.ListGroupsResponse,
         throttle_time=NO_THROTTLE,
@@ -243,11 +316,19 @@ def handle_list_groups(broker: BrokerContext, request: Request, conn: Connection
 def handle_delete_groups(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     names = list(request.body.groups_names)
+    allowed = authorized_names(broker, conn, AclOperation.DELETE, ResourceType.GROUP, names)
+    refused = {g: ErrorCode.group_authorization_failed for g in names if g not in allowed}
 
     def respond(results: dict[str, ErrorCode]) -> Any:
+        merged = {**results, **refused}
         return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
-                     results=tuple(build(m.DeletableGroupResult, group_id=g, error_code=results.get(g, ErrorCode.none)) for g in names))
+                     results=tuple(build(m.DeletableGroupResult, group_id=g, error_code=merged.get(g, ErrorCode.none)) for g in names))
 
+    if refused:
+        names_allowed = [g for g in names if g in allowed]
+        if not names_allowed:
+            return respond({})
+        return via_callback(lambda cb: broker.groups.delete_groups(names_allowed, cb), respond)
     return via_callback(lambda cb: broker.groups.delete_groups(names, cb), respond)
 
 
@@ -266,11 +347,19 @@ def handle_offset_commit(broker: BrokerContext, request: Request, conn: Connecti
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
     order: list[tuple[str, list[int]]] = []
+    if not _may_read_group(broker, conn, body.group_id):  # every partition refused (OffsetCommitRequest.getErrorResponse)
+        errors = {(t.name, p.partition_index): ErrorCode.group_authorization_failed for t in body.topics for p in t.partitions}
+    readable = authorized_names(broker, conn, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics)) \
+        if not errors else set()
     for t in body.topics:
         order.append((t.name, [p.partition_index for p in t.partitions]))
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if not _known(broker, tp):
+            if tp in errors:
+                continue
+            if t.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif not _known(broker, tp):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             offsets[tp] = OffsetAndMetadata(
@@ -311,37 +400,72 @@ def handle_offset_fetch(broker: BrokerContext, request: Request, conn: Connectio
     if request.api_version >= 8:
         groups = []
         for g in body.groups:
-            error, topics = _fetch_group(m, broker, g.group_id, g.topics, require_stable, "OffsetFetchResponseTopics",
+            error, topics = _fetch_group(m, broker, conn, g.group_id, g.topics, require_stable, "OffsetFetchResponseTopics",
                                          "OffsetFetchResponsePartitions", getattr(g, "member_id", None),
                                          getattr(g, "member_epoch", -1))
             groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    error, topics = _fetch_group(m, broker, body.group_id, body.topics, require_stable, "OffsetFetchResponseTopic",
-                                 "OffsetFetchResponsePartition")
+    error, topics = _fetch_group(m, broker, conn, body.group_id, body.topics, require_stable, "OffsetFetchResponseTopic",
+                                 "OffsetFetchResponsePartition", version=request.api_version)
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
 
 
-def _fetch_group(m: Any, broker: BrokerContext, group_id: str, topics: Any, require_stable: bool, topic_cls: str,
-                 part_cls: str, member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, tuple[Any, ...]]:
+#: OffsetFetch v2 is the first with a top-level (group) error (Kafka's TOP_LEVEL_ERROR_AND_NULL_TOPICS_MIN_VERSION).
+_OFFSET_FETCH_GROUP_ERROR_FROM = 2
+
+
+def _fetch_group(m: Any, broker: BrokerContext, conn: Connection, group_id: str, topics: Any, require_stable: bool,
+                 topic_cls: str, part_cls: str, member_id: str | None = None, member_epoch: int = -1,
+                 version: int = 8) -> tuple[ErrorCode, tuple[Any, ...]]:
+    def partition(index: int, error: ErrorCode) -> Any:
+        return build(getattr(m, part_cls), partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                     error_code=error)
+
+    if not authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        if version >= _OFFSET_FETCH_GROUP_ERROR_FROM or topics is None:
+            return ErrorCode.group_authorization_failed, ()
+        return ErrorCode.none, tuple(build(getattr(m, topic_cls), name=t.name, partitions=tuple(
+            partition(i, ErrorCode.group_authorization_failed) for i in t.partition_indexes)) for t in topics)
+    refused: list[Any] = []
+    describable: set[str] | None = None
+    if broker.authorizer is not None:
+        if topics is not None:  # named topics: the others answer TOPIC_AUTHORIZATION_FAILED, not looked up
+            describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+            refused = [t for t in topics if t.name not in describable]
+            topics = [t for t in topics if t.name in describable]
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     error, fetched = broker.groups.fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+    if broker.authorizer is not None and wanted is None and error is ErrorCode.none:
+        # All the group's offsets: those of topics the principal may not describe are left out.
+        describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in fetched))
+        fetched = {tp: f for tp, f in fetched.items() if tp[0] in describable}
     by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), f in fetched.items():
+    for (topic, partition_index), f in fetched.items():
         by_topic.setdefault(topic, []).append(
-            build(getattr(m, part_cls), partition_index=partition, committed_offset=f.offset, committed_leader_epoch=f.leader_epoch,
-                  metadata=f.metadata, error_code=f.error)
+            build(getattr(m, part_cls), partition_index=partition_index, committed_offset=f.offset,
+                  committed_leader_epoch=f.leader_epoch, metadata=f.metadata, error_code=f.error)
         )
-    return error, tuple(build(getattr(m, topic_cls), name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
+    found = [build(getattr(m, topic_cls), name=name, partitions=tuple(parts)) for name, parts in by_topic.items()]
+    if error is ErrorCode.none:
+        found += [build(getattr(m, topic_cls), name=t.name, partitions=tuple(
+            partition(i, ErrorCode.topic_authorization_failed) for i in t.partition_indexes)) for t in refused]
+    return error, tuple(found)
 
 
 def handle_offset_delete(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
-    wanted = [(name, i) for name, parts in order for i in parts]
+    if not authorize(broker, conn, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return build(m.OffsetDeleteResponse, error_code=ErrorCode.group_authorization_failed, throttle_time=NO_THROTTLE,
+                     topics=())
+    readable = authorized_names(broker, conn, AclOperation.READ, ResourceType.TOPIC, (name for name, _ in order))
+    refused = {(name, i): ErrorCode.topic_authorization_failed for name, parts in order if name not in readable for i in parts}
+    wanted = [(name, i) for name, parts in order if name in readable for i in parts]
 
     def respond(outcome: tuple[ErrorCode, dict[TopicPartition, ErrorCode]]) -> Any:
         error, per_partition = outcome
+        per_partition = {**per_partition, **refused}
         return build(
             m.OffsetDeleteResponse,
             error_code=error,
@@ -375,6 +499,17 @@ def handle_consumer_group_heartbeat(broker: BrokerContext, request: Request, con
         return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
                      error_message=UNSUPPORTED_VERSION_MESSAGE, member_epoch=0,
                      heartbeat_interval=datetime.timedelta(0))
+    refusal = None
+    if not _may_read_group(broker, conn, body.group_id):
+        refusal = ErrorCode.group_authorization_failed
+    elif body.subscribed_topic_names and broker.authorizer is not None:
+        # Kafka 4: every subscribed topic named must be describable (KafkaApis.handleConsumerGroupHeartbeat).
+        names = set(body.subscribed_topic_names)
+        if authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names) != names:
+            refusal = ErrorCode.topic_authorization_failed
+    if refusal is not None:
+        return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refusal, error_message=None,
+                     member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
 
     def respond(r: HeartbeatResult) -> Any:
         assignment = None
@@ -411,13 +546,34 @@ def handle_consumer_group_describe(broker: BrokerContext, request: Request, conn
             build(m.DescribedGroup, error_code=ErrorCode.unsupported_version, error_message=UNSUPPORTED_VERSION_MESSAGE,
                   group_id=g, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=())
             for g in request.body.group_ids))
-    groups = []
-    for d in broker.groups.consumer_group_describe(list(request.body.group_ids)):
+    wanted = list(request.body.group_ids)
+    allowed = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.GROUP, wanted)
+    groups = [build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed, error_message=None, group_id=g,
+                    group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=())
+              for g in wanted if g not in allowed]
+    described = broker.groups.consumer_group_describe([g for g in wanted if g in allowed])
+    describable: set[str] = set()
+    if broker.authorizer is not None:
+        # Kafka 4: a group whose assignments hold a topic the principal may not describe is not described.
+        names = {name for d in described for x in d.members for part in (x.assignment, x.target_assignment)
+                 for _, name, _ in part}
+        describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    for d in described:
+        if broker.authorizer is not None and any(
+                name not in describable for x in d.members for part in (x.assignment, x.target_assignment)
+                for _, name, _ in part):
+            groups.append(build(m.DescribedGroup, error_code=ErrorCode.topic_authorization_failed,
+                                error_message="The group has described topic(s) that the client is not authorized to describe.",
+                                group_id=d.group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                                members=()))
+            continue
+        operations = (authorized_operations(broker, conn, ResourceType.GROUP, d.group_id)
+                      if include_operations and broker.authorizer is not None else GROUP_AUTHORIZED_OPERATIONS)
         groups.append(build(
             m.DescribedGroup, error_code=d.error, error_message=d.error_message, group_id=d.group_id,
             group_state=d.state, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
             assignor_name=d.assignor_name,
-            authorized_operations=(GROUP_AUTHORIZED_OPERATIONS if include_operations and d.error is ErrorCode.none
+            authorized_operations=(operations if include_operations and d.error is ErrorCode.none
                                    else AUTHORIZED_OPERATIONS_OMITTED),
             members=tuple(
                 build(m.Member, member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,

@@ -11,6 +11,16 @@ replica and the controller.  Leader epochs are 0.  Metadata auto-creates
 topics the way Kafka does (``auto.create.topics.enable`` and the request's
 ``allow_auto_topic_creation``, never for internal or illegal names); the
 topic is created before the answer is built, so the client sees it at once.
+
+ACLs, as Kafka's KafkaApis (``handleTopicMetadataRequest``) and
+DescribeTopicPartitionsRequestHandler: a topic needs DESCRIBE.  Asked for every
+topic, the client is shown only those it may describe (the others are not even
+mentioned); naming one it may not, it gets TOPIC_AUTHORIZATION_FAILED with no topic
+id, before whether the topic exists is looked at.  Auto-creation also needs CREATE,
+on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise, nothing
+created).  ``topic_authorized_operations`` and ``cluster_authorized_operations``, when
+asked for, are what the principal may do (the cluster's 0 without DESCRIBE on it).
+DescribeCluster asks the same of the cluster; ApiVersions asks nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +36,9 @@ from kio.schema.api_versions.v0 import response as api_versions_v0
 from ...config import AUTO_CREATE_TOPICS_ENABLE, GROUP_VERSION, NUM_PARTITIONS, TRANSACTION_VERSION
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ...security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from ..partitions import Topic, topic_name_error
+from .authz import authorize, authorize_cluster, authorized_operations
 from .common import NO_THROTTLE, Request, build, responses
 from .context import BrokerContext, Connection, Handler
 
@@ -108,8 +120,12 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
     registry = broker.registry
     version = request.api_version
     allow_create = bool(getattr(body, "allow_auto_topic_creation", True)) and broker.config[AUTO_CREATE_TOPICS_ENABLE]
+    secured = broker.authorizer is not None
     if body.topics is None:
-        wanted: list[tuple[str | None, uuid.UUID | None]] = [(t.name, None) for t in registry.topics.values()]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (t.name, None) for t in registry.topics.values()
+            # Every topic: only those the principal may describe, the others not mentioned (not logged).
+            if not secured or authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name, log_denied=False)]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
     include_ops = bool(getattr(body, "include_topic_authorized_operations", False))
@@ -125,6 +141,11 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
     for name, topic_id in wanted:
         topic = None
         error = ErrorCode.none
+        if secured and body.topics is not None:
+            refusal = _metadata_refusal(m, broker, conn, name, topic_id, allow_create)
+            if refusal is not None:
+                topics.append(refusal)
+                continue
         if name is None:
             topic = registry.by_id.get(topic_id) if topic_id else None
             if topic is None:
@@ -150,7 +171,8 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
                 topic_id=topic.topic_id if topic else ZERO_UUID,
                 is_internal=topic.internal if topic else False,
                 partitions=partition_metadata(m, broker, topic) if topic else (),
-                topic_authorized_operations=_ALL_TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+                topic_authorized_operations=_topic_operations(broker, conn, topic.name if topic else name) if include_ops
+                else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
     host, port = broker.advertised_address(conn.listener_name)
@@ -163,8 +185,52 @@ def handle_metadata(broker: BrokerContext, request: Request, conn: Connection) -
     }
     if 8 <= version <= 10:
         include_cluster = bool(getattr(body, "include_cluster_authorized_operations", False))
-        fields["cluster_authorized_operations"] = _ALL_CLUSTER_OPERATIONS if include_cluster else AUTHORIZED_OPERATIONS_OMITTED
+        fields["cluster_authorized_operations"] = _cluster_operations(broker, conn) if include_cluster else AUTHORIZED_OPERATIONS_OMITTED
     return build(m.MetadataResponse, **fields)
+
+
+def _metadata_refusal(m: Any, broker: BrokerContext, conn: Connection, name: str | None, topic_id: uuid.UUID | None,
+                      allow_create: bool) -> Any:
+    """A named topic's TOPIC_AUTHORIZATION_FAILED entry (Kafka's), or None if it may go on: DESCRIBE
+    on it, and, for one that auto-creation would create, CREATE on the cluster or on it."""
+    registry = broker.registry
+    if name is None:  # by id (v12): an unknown id says so; a known one is no secret (Kafka answers its id)
+        topic = registry.by_id.get(topic_id) if topic_id else None
+        if topic is None or authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return None
+        return build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=None, topic_id=topic.topic_id,
+                     is_internal=False, partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    if authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        if not allow_create or name in registry.topics:
+            return None
+        if (authorize_cluster(broker, conn, AclOperation.CREATE, log_denied=False)
+                or authorize(broker, conn, AclOperation.CREATE, ResourceType.TOPIC, name)):
+            return None
+        internal = name.startswith("__")  # Kafka's isInternal(topic) for the auto-creation refusal
+    else:
+        internal = False
+    return build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name, topic_id=ZERO_UUID,
+                 is_internal=internal, partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _topic_operations(broker: BrokerContext, conn: Connection, name: str | None) -> int:
+    """A topic's ``topic_authorized_operations`` when asked for: every operation with no
+    authorizer, else what the principal may do (omitted for a topic known by no name)."""
+    if broker.authorizer is None:
+        return _ALL_TOPIC_OPERATIONS
+    if name is None:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return authorized_operations(broker, conn, ResourceType.TOPIC, name)
+
+
+def _cluster_operations(broker: BrokerContext, conn: Connection) -> int:
+    """``cluster_authorized_operations`` when asked for (Metadata v8-10, DescribeCluster): 0 without
+    DESCRIBE on the cluster, as Kafka answers."""
+    if broker.authorizer is None:
+        return _ALL_CLUSTER_OPERATIONS
+    if not authorize_cluster(broker, conn, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(broker, conn, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 #: Kafka's ``max.request.partition.size.limit``: at most this many partitions per
@@ -196,8 +262,18 @@ def handle_describe_topic_partitions(broker: BrokerContext, request: Request, co
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit), 1)
     node = broker.node_id
     topics: list[Any] = []
+    refused: list[Any] = []
+    secured = broker.authorizer is not None
     next_cursor = None
     for name in sorted(names):
+        # DESCRIBE on each topic, asked as Kafka's handler asks it: lazily, in name order, until the
+        # page is full (a refused topic takes no room; named, it is answered at the end).
+        if secured and not authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not every_topic:
+                refused.append(build(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.topic_authorization_failed,
+                                     name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
+                                     topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         if remaining == 0:
             next_cursor = build(m.Cursor, topic_name=name, partition_index=0)
             break
@@ -207,7 +283,8 @@ def handle_describe_topic_partitions(broker: BrokerContext, request: Request, co
                 error = ErrorCode.invalid_topic_exception if topic_name_error(name) else ErrorCode.unknown_topic_or_partition
                 topics.append(build(m.DescribeTopicPartitionsResponseTopic, error_code=error, name=name, topic_id=ZERO_UUID,
                                     is_internal=name.startswith("__"), partitions=(),
-                                    topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                                    topic_authorized_operations=_topic_operations(broker, conn, name) if secured
+                                    else AUTHORIZED_OPERATIONS_OMITTED))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         upper = min(len(topic.partitions), first + remaining)
@@ -218,12 +295,13 @@ def handle_describe_topic_partitions(broker: BrokerContext, request: Request, co
             for index in range(first, upper))
         topics.append(build(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
                             topic_id=topic.topic_id, is_internal=topic.internal, partitions=partitions,
-                            topic_authorized_operations=_ALL_TOPIC_OPERATIONS))
+                            topic_authorized_operations=_topic_operations(broker, conn, name)))
         if upper < len(topic.partitions):
             next_cursor = build(m.Cursor, topic_name=name, partition_index=upper)
             break
         remaining -= len(partitions)
-    return build(m.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)
+    return build(m.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics + refused),
+                 next_cursor=next_cursor)
 
 
 def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Connection) -> Any:
@@ -246,7 +324,8 @@ def handle_describe_cluster(broker: BrokerContext, request: Request, conn: Conne
         cluster_id=broker.registry.cluster_id,
         controller_id=broker.node_id,
         brokers=(build(m.DescribeClusterBroker, broker_id=broker.node_id, host=host, port=port, rack=None),),
-        cluster_authorized_operations=_ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=_cluster_operations(broker, conn) if body.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 

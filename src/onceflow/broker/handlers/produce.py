@@ -15,6 +15,14 @@ topic ids instead of names.
 
 DeleteRecords (KIP-107) is answered at once: the Appender returns each
 partition's new log start offset (its low watermark), durable already.
+
+ACLs, as Kafka's KafkaApis (``handleProduceRequest``, ``handleDeleteRecordsRequest``),
+checked before the Appender is called, and only when there is an authorizer (one test
+per request otherwise): a Produce holding transactional batches needs WRITE on its
+transactional id, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+and nothing is written; then each topic needs WRITE (DeleteRecords: DELETE), else its
+partitions answer TOPIC_AUTHORIZATION_FAILED -- before whether the topic exists is
+looked at, so a refused client learns nothing of it.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from typing import Any
 
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
-from ..appender import DeleteResults, PartitionResult, TopicResults
+from ...records.batch import HEADER_SIZE, read_header
+from ...security.authorizer import AclOperation, ResourceType
+from ..appender import DeleteResult, DeleteResults, PartitionResult, TopicResults
+from .authz import authorize, authorized_names
 from .common import NO_THROTTLE, Request, build, ms, responses, timestamp, via_callback
 from .context import BrokerContext, Connection, Handler
 
@@ -56,15 +67,28 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
         else:
             ids[topic.name] = topic.topic_id
             named.append((topic.name, t))
+    denied: TopicResults = []
+    if broker.authorizer is not None:
+        if not _transactional_id_authorized(broker, conn, body):
+            if acks == 0:
+                log.info("acks=0 produce from %s refused (transactional id); closing the connection", conn.peer)
+                conn.close()
+                return None
+            return _refused_whole(request, [(n, ids.get(n), t) for n, t in named] + [(None, t.topic_id, t) for t in unknown],
+                                  ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed.")
+        allowed = authorized_names(broker, conn, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in named))
+        denied = [(n, [_refused(p.index, ErrorCode.topic_authorization_failed) for p in t.partition_data])
+                  for n, t in named if n not in allowed]
+        named = [(n, t) for n, t in named if n in allowed]
 
     def respond(results: TopicResults) -> Any:
-        missing = [(t.topic_id, [_unknown_id(p.index) for p in t.partition_data]) for t in unknown]
+        missing = [(t.topic_id, [_refused(p.index, ErrorCode.unknown_topic_id) for p in t.partition_data]) for t in unknown]
         if acks == 0:
-            if missing or any(o.error is not ErrorCode.none for _, outs in results for o in outs):
+            if missing or denied or any(o.error is not ErrorCode.none for _, outs in results for o in outs):
                 log.info("acks=0 produce from %s had errors; closing the connection so the producer notices", conn.peer)
                 conn.close()
             return None
-        return _response(request, [(name, ids.get(name), outs) for name, outs in results] +
+        return _response(request, [(name, ids.get(name), outs) for name, outs in (results + denied if denied else results)] +
                          [(None, topic_id, outs) for topic_id, outs in missing])
 
     return via_callback(
@@ -82,10 +106,43 @@ def handle_produce(broker: BrokerContext, request: Request, conn: Connection) ->
     )
 
 
-def _unknown_id(index: int) -> PartitionResult:
+def _refused(index: int, error: ErrorCode) -> PartitionResult:
     result = PartitionResult(index)
-    result.error = ErrorCode.unknown_topic_id
+    result.error = error
     return result
+
+
+def _transactional_id_authorized(broker: BrokerContext, conn: Connection, body: Any) -> bool:
+    """Kafka's check before anything else: a request holding transactional batches (the first
+    batch of a partition's records says) needs a transactional id and WRITE on it."""
+    transactional = False
+    for t in body.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if records is not None and len(records) >= HEADER_SIZE and read_header(records).is_transactional:
+                transactional = True
+                break
+        if transactional:
+            break
+    if not transactional:
+        return True
+    transactional_id = getattr(body, "transactional_id", None)
+    return transactional_id is not None and authorize(broker, conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                      transactional_id)
+
+
+def _refused_whole(request: Request, topics: list[tuple[str | None, uuid.UUID | None, Any]], error: ErrorCode,
+                   message: str) -> Any:
+    """Kafka's ProduceRequest.getErrorResponse: every partition of the request answers ``error``."""
+    results = []
+    for name, topic_id, t in topics:
+        outs = []
+        for p in t.partition_data:
+            out = _refused(p.index, error)
+            out.message = message
+            outs.append(out)
+        results.append((name, topic_id, outs))
+    return _response(request, results)
 
 
 def _response(request: Request, results: list[tuple[str | None, uuid.UUID | None, list[PartitionResult]]]) -> Any:
@@ -115,9 +172,21 @@ def _response(request: Request, results: list[tuple[str | None, uuid.UUID | None
 
 
 def handle_delete_records(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    topics = list(request.body.topics)
+    denied: DeleteResults = []
+    if broker.authorizer is not None:
+        allowed = authorized_names(broker, conn, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in topics))
+        refused: dict[str, dict[int, DeleteResult]] = {}  # a partition named twice is answered once, as Kafka does
+        for t in topics:
+            if t.name not in allowed:
+                for p in t.partitions:
+                    refused.setdefault(t.name, {})[p.partition_index] = DeleteResult(
+                        p.partition_index, ErrorCode.topic_authorization_failed, -1)
+        denied = [(name, list(parts.values())) for name, parts in refused.items()]
+        topics = [t for t in topics if t.name in allowed]
     results = broker.appender.delete_records(
-        (t.name, ((p.partition_index, p.offset) for p in t.partitions)) for t in request.body.topics)
-    return _delete_records_response(request, results)
+        (t.name, ((p.partition_index, p.offset) for p in t.partitions)) for t in topics) if topics else []
+    return _delete_records_response(request, results + denied)
 
 
 def _delete_records_response(request: Request, results: DeleteResults) -> Any:

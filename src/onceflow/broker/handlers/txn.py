@@ -16,6 +16,20 @@ coordinators.  Version quirks kept from Kafka's KafkaApis:
   UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for the rest.
   Only the client versions (0-3) are served: v4+ is Kafka's broker-to-broker
   verification, which a single node does in-process (see the produce handler).
+
+ACLs, as Kafka's KafkaApis, checked before the coordinators are called, so a refused
+request changes nothing (a refused InitProducerId fences no one): a transactional id
+needs WRITE for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+TxnOffsetCommit (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an InitProducerId without one
+(an idempotent producer) needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+(KIP-679; CLUSTER_AUTHORIZATION_FAILED).  AddPartitionsToTxn needs WRITE on each topic
+(a refused topic fails the whole request, the other partitions OPERATION_NOT_ATTEMPTED);
+AddOffsetsToTxn and TxnOffsetCommit READ on the group, TxnOffsetCommit READ on each
+topic.  WriteTxnMarkers needs ALTER on the cluster (KAFKA-16513: Admin.abortTransaction,
+KIP-664) or CLUSTER_ACTION.  DescribeProducers needs READ on each topic;
+DescribeTransactions DESCRIBE on each transactional id (and shows only the partitions
+of topics the principal may describe); ListTransactions lists only the transactional
+ids the principal may describe.
 """
 
 from __future__ import annotations
@@ -24,15 +38,20 @@ import logging
 from typing import Any
 
 from ...config import TRANSACTION_PARTITION_VERIFICATION_ENABLE
-from ...coordinator import OFFSETS_TOPIC
+from ...coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ...coordinator.group.types import OffsetAndMetadata, TopicPartition
 from ...coordinator.transaction.metadata import TV_2
 from ...protocol import apis
 from ...protocol.errors import ErrorCode
+from ...security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from .authz import authorize, authorize_any, authorize_cluster, authorized_names, log_decision
 from .common import NO_THROTTLE, Request, build, instant, ms, responses, verification_error, via_callback
 from .context import BrokerContext, Connection, Handler
 
 log = logging.getLogger(__name__)
+
+#: Kafka's ``Topic.isInternal``.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def _unfence(error: ErrorCode, request: Request, first_version_knowing_it: int) -> ErrorCode:
@@ -41,9 +60,34 @@ def _unfence(error: ErrorCode, request: Request, first_version_knowing_it: int) 
     return error
 
 
+def _may_write_transactional_id(broker: BrokerContext, conn: Connection, transactional_id: str) -> bool:
+    return authorize(broker, conn, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _may_produce_idempotently(broker: BrokerContext, conn: Connection) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679).  Kafka logs neither
+    refusal; the request's refusal is logged here, once, as the cluster's."""
+    if broker.authorizer is None:
+        return True
+    if authorize_cluster(broker, conn, AclOperation.IDEMPOTENT_WRITE, log_denied=False):
+        return True
+    if authorize_any(broker, conn, AclOperation.WRITE, ResourceType.TOPIC):
+        return True
+    log_decision(conn, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, allowed=False)
+    return False
+
+
 def handle_init_producer_id(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     body = request.body
+    if body.transactional_id is not None:
+        refusal = None if _may_write_transactional_id(broker, conn, body.transactional_id) \
+            else ErrorCode.transactional_id_authorization_failed
+    else:
+        refusal = None if _may_produce_idempotently(broker, conn) else ErrorCode.cluster_authorization_failed
+    if refusal is not None:  # before the coordinator is asked: nothing is fenced, bumped or allocated
+        return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=refusal, producer_id=-1,
+                     producer_epoch=-1)
 
     def respond(result: tuple[ErrorCode, int, int]) -> Any:
         error, producer_id, epoch = result
@@ -76,9 +120,19 @@ def handle_add_partitions_to_txn(broker: BrokerContext, request: Request, conn: 
         return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
             build(m.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(r)) for t, r in by_topic.items()))
 
-    missing = {tp for tp in wanted if broker.registry.get(*tp) is None}
-    if missing:  # the whole request fails, as in Kafka
-        return respond({tp: ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
+    if not _may_write_transactional_id(broker, conn, body.v3_and_below_transactional_id):
+        return respond(dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed))
+    refused: set[TopicPartition] = set()
+    if broker.authorizer is not None:
+        # WRITE on each topic; internal topics are never asked about, so never allowed (Kafka's
+        # handleAddPartitionsToTxnRequest leaves them out of the question).
+        writable = authorized_names(broker, conn, AclOperation.WRITE, ResourceType.TOPIC,
+                                    (t for t, _ in wanted if t not in INTERNAL_TOPICS))
+        refused = {tp for tp in wanted if tp[0] not in writable}
+    missing = {tp for tp in wanted if tp not in refused and broker.registry.get(*tp) is None}
+    if missing or refused:  # the whole request fails, as in Kafka
+        return respond({tp: ErrorCode.topic_authorization_failed if tp in refused
+                        else ErrorCode.unknown_topic_or_partition if tp in missing else ErrorCode.operation_not_attempted
                         for tp in wanted})
     return via_callback(
         lambda cb: broker.txns.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
@@ -94,6 +148,11 @@ def handle_add_offsets_to_txn(broker: BrokerContext, request: Request, conn: Con
 
     def respond(error: ErrorCode) -> Any:
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2))
+
+    if not _may_write_transactional_id(broker, conn, body.transactional_id):
+        return respond(ErrorCode.transactional_id_authorization_failed)
+    if not authorize(broker, conn, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return respond(ErrorCode.group_authorization_failed)
 
     try:
         broker.appender.internal_partition(OFFSETS_TOPIC, partition)  # the group's offsets partition must exist to join the transaction
@@ -116,6 +175,9 @@ def handle_end_txn(broker: BrokerContext, request: Request, conn: Connection) ->
         return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_unfence(error, request, 2),
                      producer_id=producer_id, producer_epoch=producer_epoch)
 
+    if not _may_write_transactional_id(broker, conn, body.transactional_id):
+        return respond((ErrorCode.transactional_id_authorization_failed, -1, -1))
+
     # EndTxn v5+ is a transactions-v2 client's (KIP-890 part 2): its end bumps the epoch.
     client_version = TV_2 if request.api_version >= apis.END_TXN_V2 else 0
     return via_callback(
@@ -132,10 +194,21 @@ def handle_txn_offset_commit(broker: BrokerContext, request: Request, conn: Conn
     order = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
+    # WRITE on the transactional id, READ on the group (each refusal: every partition), READ on each topic.
+    whole = (ErrorCode.transactional_id_authorization_failed
+             if not _may_write_transactional_id(broker, conn, body.transactional_id)
+             else ErrorCode.group_authorization_failed
+             if not authorize(broker, conn, AclOperation.READ, ResourceType.GROUP, body.group_id) else None)
+    readable = set() if whole is not None else authorized_names(broker, conn, AclOperation.READ, ResourceType.TOPIC,
+                                                               (t.name for t in body.topics))
     for t in body.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if broker.registry.get(*tp) is None:
+            if whole is not None:
+                errors[tp] = whole
+            elif t.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif broker.registry.get(*tp) is None:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets[tp] = OffsetAndMetadata(offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
@@ -201,6 +274,11 @@ def handle_write_txn_markers(broker: BrokerContext, request: Request, conn: Conn
     m = responses(request)
     markers = list(request.body.markers)
     results: list[dict[TopicPartition, ErrorCode]] = [{} for _ in markers]
+    refused = not (authorize_cluster(broker, conn, AclOperation.ALTER, log_denied=False)
+                   or authorize_cluster(broker, conn, AclOperation.CLUSTER_ACTION))
+    if refused:
+        for marker, slot in zip(markers, results, strict=True):  # WriteTxnMarkersRequest.getErrorResponse
+            slot.update(((t.name, p), ErrorCode.cluster_authorization_failed) for t in marker.topics for p in t.partition_indexes)
 
     def respond(_: object) -> Any:
         out = []
@@ -211,6 +289,9 @@ def handle_write_txn_markers(broker: BrokerContext, request: Request, conn: Conn
             out.append(build(m.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=tuple(
                 build(m.WritableTxnMarkerTopicResult, name=t, partitions=tuple(r)) for t, r in by_topic.items())))
         return build(m.WriteTxnMarkersResponse, markers=tuple(out))
+
+    if refused:
+        return respond(None)
 
     def start(cb: Any) -> None:
         remaining = [len(markers)]
@@ -235,9 +316,14 @@ def handle_write_txn_markers(broker: BrokerContext, request: Request, conn: Conn
 def handle_describe_producers(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     topics = []
+    readable = authorized_names(broker, conn, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.body.topics))
     for t in request.body.topics:
         parts = []
         for index in t.partition_indexes:
+            if t.name not in readable:
+                parts.append(build(m.PartitionResponse, partition_index=index, error_code=ErrorCode.topic_authorization_failed,
+                                   error_message="Topic authorization failed.", active_producers=()))
+                continue
             partition = broker.registry.get(t.name, index)
             if partition is None:
                 parts.append(build(m.PartitionResponse, partition_index=index, error_code=ErrorCode.unknown_topic_or_partition,
@@ -258,10 +344,23 @@ def handle_describe_producers(broker: BrokerContext, request: Request, conn: Con
 def handle_describe_transactions(broker: BrokerContext, request: Request, conn: Connection) -> Any:
     m = responses(request)
     states = []
-    for d in broker.txns.describe_transactions(list(request.body.transactional_ids)):
+    wanted = list(request.body.transactional_ids)
+    allowed = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, wanted)
+    described = iter(broker.txns.describe_transactions([t for t in wanted if t in allowed]))
+    for transactional_id in wanted:
+        if transactional_id not in allowed:
+            states.append(build(
+                m.TransactionState, error_code=ErrorCode.transactional_id_authorization_failed, transactional_id=transactional_id,
+                transaction_state="", transaction_timeout=_timedelta(0), transaction_start_time=instant(-1), producer_id=-1,
+                producer_epoch=-1, topics=()))
+            continue
+        d = next(described)
         by_topic: dict[str, list[int]] = {}
+        # Only the partitions of topics the principal may describe (KafkaApis.handleDescribeTransactionsRequest).
+        describable = authorized_names(broker, conn, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in d.partitions))
         for topic, partition in sorted(d.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if topic in describable:
+                by_topic.setdefault(topic, []).append(partition)
         states.append(build(
             m.TransactionState, error_code=d.error, transactional_id=d.transactional_id, transaction_state=d.state,
             transaction_timeout=_timedelta(d.timeout_ms), transaction_start_time=instant(d.start_timestamp_ms), producer_id=d.producer_id,
@@ -284,6 +383,9 @@ def handle_list_transactions(broker: BrokerContext, request: Request, conn: Conn
     else:
         listed = broker.txns.list_transactions(states or None, set(body.producer_id_filters or ()) or None,
                                                getattr(body, "duration_filter", -1))
+        if broker.authorizer is not None:  # only the transactional ids the principal may describe
+            listed = [x for x in listed
+                      if authorize(broker, conn, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, x.transactional_id)]
     return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, unknown_state_filters=unknown,
                  transaction_states=tuple(build(m.TransactionState, transactional_id=x.transactional_id, producer_id=x.producer_id,
                                                 transaction_state=x.state) for x in listed))
