@@ -99,8 +99,8 @@ def test_a_metadata_request_naming_a_topic_by_id_alone_before_v12_is_an_invalid_
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
     request = parse_request(encode_request(body, 41)[4:])
     broker = SimpleNamespace(registry=SimpleNamespace(topics={}, by_id={}, cluster_id="c"), config={AUTO_CREATE_TOPICS_ENABLE: False},
-                             node_id=1, advertised_host="127.0.0.1", advertised_port=9092, authorizer=None)
-    response = handle_metadata(broker, request, SimpleNamespace(peer="test"))  # type: ignore[arg-type]
+                             node_id=1, advertised_address=lambda _listener: ("127.0.0.1", 9092), authorizer=None)
+    response = handle_metadata(broker, request, SimpleNamespace(peer="test", listener_name="PLAINTEXT"))  # type: ignore[arg-type]
     assert [(t.error_code, t.name) for t in response.topics] == [(ErrorCode.invalid_request, ""), (ErrorCode.invalid_request, "known")]
     encode_response(41, response)  # raised TypeError
 
