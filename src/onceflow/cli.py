@@ -8,8 +8,13 @@
     onceflow topics list|describe|create|delete|delete-records [...]
     onceflow groups list|describe [...]
     onceflow txn list|describe|producers|find-hanging|abort [...]
+    onceflow acls list|add|remove [...]
+    onceflow users list|add|remove [...]
 
-The operator commands (``topics``, ``groups``, ``txn``) live in
+Every family that reaches a cluster takes ``-X key=value`` (repeatable) and
+``--command-config FILE`` for the clients it makes (:mod:`onceflow.clientconfig`).
+
+The operator commands (``topics``, ``groups``, ``txn``, ``acls``, ``users``) live in
 :mod:`onceflow.tools`; they use only real Kafka client libraries, so they work
 against an Apache Kafka cluster too.
 """
@@ -214,6 +219,8 @@ FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
      _tool_options("topics")),
     ("groups", "list and describe consumer groups (confluent-kafka AdminClient)", _tool_options("groups")),
     ("txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)", _tool_options("txn")),
+    ("acls", "list, add and remove ACLs (confluent-kafka AdminClient)", _tool_options("acls")),
+    ("users", "list, add and remove SASL/SCRAM users (confluent-kafka AdminClient)", _tool_options("users")),
 ]
 
 
