@@ -185,7 +185,8 @@ def _refusal(kind: str, config: Mapping[str, str]) -> str | None:
         if kind == "producer":
             Producer(settings)
         else:
-            Consumer({"group.id": "onceflow-settings-check", **settings})
+            # Its own group id: an empty one aborts librdkafka's process (the callers check group ids).
+            Consumer({**settings, "group.id": "onceflow-settings-check"})
     except (KafkaException, ValueError, TypeError) as exc:
         error = exc.args[0] if exc.args else exc
         return error.str() if isinstance(error, KafkaError) else str(error)
