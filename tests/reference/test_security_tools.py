@@ -195,3 +195,31 @@ def test_a_scram_user_reaches_the_secured_listener_with_kafkas_client_settings(c
     assert "onceflow topics list:" in failed(cluster.secured, "topics", "list", "--command-config", str(wrong))
     assert "onceflow topics list:" in failed(cluster.secured, "topics", "list", "-X", "security.protocol=SSL",
                                              "-X", f"ssl.ca.location={cluster.ca}")
+
+
+def test_the_spark_connector_reaches_the_secured_listener_with_sparks_options(cluster: Secured) -> None:
+    """The connector's own clients (no Spark session: its driver-side client, from parsed options) with
+    the options a Spark user writes for Spark's Kafka connector: kafka.sasl.jaas.config, a PEM trust store."""
+    from onceflow.spark.kafka import KafkaAdmin
+    from onceflow.spark.options import parse_sink_options, parse_source_options
+
+    ok(cluster.admin, "users", "add", "erin", "--password-stdin", stdin=f"{SECRET}\n")
+    ok(cluster.admin, "acls", "add", "--allow-principal", "User:erin", "--operation", "Describe", "--operation", "Read",
+       "--topic", "erin-events")
+    ok(cluster.admin, "topics", "create", "erin-events", "--partitions", "2")
+    spark_options = {
+        "kafka.bootstrap.servers": cluster.secured,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                  f'username="erin" password="{SECRET}";',
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(cluster.ca),
+    }
+    source = parse_source_options({**spark_options, "subscribe": "erin-events"}, streaming=False)
+    admin = KafkaAdmin(source.bootstrap_servers, source.kafka_params, 15)
+    partitions = admin.partitions(source.subscription)
+    assert partitions == [("erin-events", 0), ("erin-events", 1)]
+    assert admin.latest(partitions) == {("erin-events", 0): 0, ("erin-events", 1): 0}
+    assert SECRET not in repr(source) and SECRET not in repr(parse_sink_options({**spark_options, "topic": "t"},
+                                                                                streaming=False))
