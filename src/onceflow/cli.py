@@ -3,13 +3,19 @@
     onceflow [--log-level L] [--log-format text|json] broker [--data-dir DIR] [--listen HOST:PORT]
              [--config server.properties] [-o key=value ...] [--metrics-port PORT]
     onceflow demo [payments|broker-crash] [--payments N] [--no-faults] [--keep] [--bootstrap-servers HOST:PORT]
+                  [-X key=value ...] [--command-config FILE]
     onceflow bench produce|consume [...]
     onceflow chaos [--seconds S] [--kills N] [--pauses N] [--resets N] [--crash-rolls N] [...]
     onceflow topics list|describe|create|delete|delete-records [...]
     onceflow groups list|describe [...]
     onceflow txn list|describe|producers|find-hanging|abort [...]
+    onceflow acls list|add|remove [...]
+    onceflow users list|add|remove [...]
 
-The operator commands (``topics``, ``groups``, ``txn``) live in
+Every family that reaches a cluster takes ``-X key=value`` (repeatable) and
+``--command-config FILE`` for the clients it makes (:mod:`onceflow.clientconfig`).
+
+The operator commands (``topics``, ``groups``, ``txn``, ``acls``, ``users``) live in
 :mod:`onceflow.tools`; they use only real Kafka client libraries, so they work
 against an Apache Kafka cluster too.
 """
@@ -96,10 +102,28 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .clientconfig import SettingError, from_options
+
+    try:
+        args.client = from_options(args)
+    except SettingError as exc:
+        print(f"onceflow demo: {exc}", file=sys.stderr)
+        return 2
+    if args.client and args.bootstrap_servers is None:
+        print("onceflow demo: -X and --command-config are for a cluster named by --bootstrap-servers "
+              "(the broker the demo starts needs none)", file=sys.stderr)
+        return 2
     if args.example == "broker-crash":
+        from confluent_kafka import KafkaException
+
         from .demos.broker_crash import run_demo
 
-        return run_demo(args.bootstrap_servers)
+        try:
+            return run_demo(args.bootstrap_servers, args.client)
+        except KafkaException as exc:  # the cluster refused, or never answered: one line, not a traceback
+            error = exc.args[0] if exc.args else exc
+            print(f"onceflow demo broker-crash: {getattr(error, 'str', lambda: str(error))()}", file=sys.stderr)
+            return 1
     if (refusal := missing_extra("onceflow demo", ("rich",))) is not None:
         print(refusal, file=sys.stderr)
         return 2
@@ -179,6 +203,9 @@ def _demo_options(d: argparse.ArgumentParser) -> None:
                         "group across a broker killed with SIGKILL")
     d.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting `onceflow broker`")
     add_arguments(d)
+    from .clientconfig import add_options
+
+    add_options(d)
     d.set_defaults(func=cmd_demo)
 
 
@@ -214,6 +241,8 @@ FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
      _tool_options("topics")),
     ("groups", "list and describe consumer groups (confluent-kafka AdminClient)", _tool_options("groups")),
     ("txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)", _tool_options("txn")),
+    ("acls", "list, add and remove ACLs (confluent-kafka AdminClient)", _tool_options("acls")),
+    ("users", "list, add and remove SASL/SCRAM users (confluent-kafka AdminClient)", _tool_options("users")),
 ]
 
 

@@ -29,10 +29,20 @@ def _imports(path: Path) -> list[str]:
     return found
 
 
+#: Client-side modules outside the connector that it may import: they import nothing of onceflow's.
+CLIENT_SIDE = {"onceflow.clientconfig"}
+
+
 def test_the_spark_connector_imports_nothing_from_the_broker_side() -> None:
     outside = {str(path.relative_to(SRC)): name for path in (SRC / "spark").glob("*.py") for name in _imports(path)
-               if not (name == "onceflow.spark" or name.startswith("onceflow.spark."))}
+               if not (name == "onceflow.spark" or name.startswith("onceflow.spark.") or name in CLIENT_SIDE)}
     assert outside == {}
+
+
+def test_the_client_side_modules_import_nothing_of_onceflow() -> None:
+    for module in CLIENT_SIDE:
+        path = SRC.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        assert _imports(path) == [], module
 
 
 def test_the_imports_seen_are_resolved_right() -> None:

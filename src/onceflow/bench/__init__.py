@@ -17,7 +17,10 @@ Common options: ``--bootstrap-servers HOST:PORT`` (else the benchmark starts
 ``--broker onceflow|kafka|kafka-fsync`` as a separate process on a free loopback
 port with a temporary data directory; the Kafka ones are Apache Kafka from the
 reference Maven project, with its defaults or fsyncing every write),
-``--partitions 6``, ``--record-size 1024``, ``--topic NAME``, ``--json``.
+``--partitions 6``, ``--record-size 1024``, ``--topic NAME``, ``--json``, and
+``-X key=value`` / ``--command-config FILE``: client settings (a secured
+cluster's, say: :mod:`onceflow.clientconfig`) for every client the
+one-broker workloads make.
 ``--scrape-every SECONDS`` (the broker the benchmark starts, Onceflow only)
 turns the broker's metrics port on and GETs ``/metrics`` that often for the
 whole run, as Prometheus would; the scrapes' count and median time go to
@@ -40,6 +43,9 @@ import sys
 import uuid
 from dataclasses import asdict
 
+from confluent_kafka import KafkaError, KafkaException
+
+from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
 from .recovery import bench_recovery, bench_restart
 from .workloads import (
     BROKERS,
@@ -105,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "this often during the run; the scrapes' count and median time are reported")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker setting for the broker the benchmark starts")
+    add_options(parser)
 
 
 def _counts(text: str) -> list[int]:
@@ -166,6 +173,15 @@ def run_bench(args: argparse.Namespace) -> int:
     if scrape and (refusal := _scrape_refusal(args)) is not None:
         print(f"onceflow bench: {refusal}", file=sys.stderr)
         return 2
+    try:
+        client = from_options(args)
+    except SettingError as exc:
+        print(f"onceflow bench: {exc}", file=sys.stderr)
+        return 2
+    if client and args.workload not in BROKER_WORKLOADS:
+        print(f"onceflow bench: -X and --command-config apply to {', '.join(BROKER_WORKLOADS)}, not {args.workload} "
+              "(it starts its own brokers)", file=sys.stderr)
+        return 2
     scraper: Scraper | None = None
     #: --json figures about the whole run, beside each result's.
     extra: dict[str, float] = {}
@@ -198,9 +214,13 @@ def run_bench(args: argparse.Namespace) -> int:
                 bootstrap = broker.bootstrap
                 if broker.metrics_url is not None:
                     scraper = stack.enter_context(Scraper(broker.metrics_url, args.scrape_every))
-            create_topic(bootstrap, topic, args.partitions)
-            cpu = broker.cpu_seconds() if broker is not None else 0.0
-            results = _run(args, bootstrap, topic)
+            try:
+                create_topic(bootstrap, topic, args.partitions, client)
+                cpu = broker.cpu_seconds() if broker is not None else 0.0
+                results = _run(args, bootstrap, topic, client)
+            except (KafkaException, RuntimeError, TimeoutError) as exc:  # the cluster refused or never answered
+                print(f"onceflow bench {args.workload}: {_error_line(exc)}", file=sys.stderr)
+                return 1
             if broker is not None:  # the broker's CPU time over the workload (all of its results)
                 extra["broker_cpu_s"] = round(broker.cpu_seconds() - cpu, 3)
     scraped = scraper.summary() if scraper is not None else {}
@@ -215,29 +235,37 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, bootstrap: str, topic: str) -> list[Result]:
+def _run(args: argparse.Namespace, bootstrap: str, topic: str, client: ClientSettings = NO_SETTINGS) -> list[Result]:
     if args.workload == "produce":
-        return [bench_produce(bootstrap, topic, args.record_size, args.seconds, args.acks, args.linger_ms, args.idempotent)]
+        return [bench_produce(bootstrap, topic, args.record_size, args.seconds, args.acks, args.linger_ms, args.idempotent,
+                              client)]
     if args.workload == "txn-produce":
-        return [bench_txn_produce(bootstrap, topic, args.record_size, args.seconds, args.commit_interval_ms, args.linger_ms)]
+        return [bench_txn_produce(bootstrap, topic, args.record_size, args.seconds, args.commit_interval_ms, args.linger_ms,
+                                  client)]
     if args.workload == "commit-latency":
         return [bench_commit_latency(bootstrap, topic, args.record_size, args.transactions,
-                                     _one(args.records_per_txn, 10, "--records-per-txn"))]
+                                     _one(args.records_per_txn, 10, "--records-per-txn"), client)]
     if args.workload == "txn-rate":
-        return [bench_txn_rate(bootstrap, topic, args.record_size, args.seconds, records, producers, args.partitions)
+        return [bench_txn_rate(bootstrap, topic, args.record_size, args.seconds, records, producers, args.partitions, client)
                 for producers in args.producers or TXN_RATE_PRODUCERS
                 for records in args.records_per_txn or TXN_RATE_RECORDS]
     if args.workload == "read-committed":
         return bench_read_committed(bootstrap, topic, args.record_size, args.records or 200_000,
-                                    _one(args.records_per_txn, 100, "--records-per-txn"))
+                                    _one(args.records_per_txn, 100, "--records-per-txn"), client)
     wanted = args.records or 1_000_000
-    available = count_records(bootstrap, topic)
+    available = count_records(bootstrap, topic, client)
     while available < wanted:  # fill the topic first if it holds too few records
         fill_seconds = max(1.0, (wanted - available) * args.record_size / 200e6)
-        filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms)
+        filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms, client=client)
         print(f"(filled the topic: {filled.line()})", file=sys.stderr)
-        available = count_records(bootstrap, topic)
-    return [bench_consume(bootstrap, topic, wanted, args.isolation)]
+        available = count_records(bootstrap, topic, client)
+    return [bench_consume(bootstrap, topic, wanted, args.isolation, client)]
+
+
+def _error_line(exc: BaseException) -> str:
+    error = exc.args[0] if exc.args else None
+    text = f"{error.str()} ({error.name()})" if isinstance(error, KafkaError) else str(exc) or type(exc).__name__
+    return " ".join(text.split())
 
 
 def _compare(args: argparse.Namespace) -> int:

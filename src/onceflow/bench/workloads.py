@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..broker.process import BrokerProcess, free_port
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .procstat import cpu_seconds
 
 DEFAULT_PARTITIONS = 6
@@ -173,10 +174,10 @@ class Scraper:
         return text + (f" (last failure: {self.last_error})" if self.failures else "")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, client: ClientSettings = NO_SETTINGS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client.librdkafka(bootstrap))
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     for fut in futures.values():
         try:
@@ -186,11 +187,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
                 raise
 
 
-def count_records(bootstrap: str, topic: str) -> int:
+def count_records(bootstrap: str, topic: str, client: ClientSettings = NO_SETTINGS) -> int:
     """Offsets in the topic's partitions (records, and markers if any)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4()}"})
+    consumer = Consumer(client.librdkafka(bootstrap, **{"group.id": f"bench-count-{uuid.uuid4()}"}))
     try:
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         total = 0
@@ -214,22 +215,23 @@ class _Delivery:
             self.errors += 1
 
 
-def _producer_config(bootstrap: str, linger_ms: int, **extra: object) -> dict[str, object]:
-    return {
-        "bootstrap.servers": bootstrap,
+def _producer_config(bootstrap: str, linger_ms: int, client: ClientSettings, **extra: object) -> dict[str, object]:
+    """The benchmark's producer settings, under the workload's own (``extra``), the user's client
+    settings (``-X``: security, mostly) over both."""
+    return client.librdkafka(bootstrap, **{
         "linger.ms": linger_ms,
         "batch.size": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576,
         "queue.buffering.max.messages": 1_000_000,
         **extra,
-    }
+    })
 
 
 def bench_produce(bootstrap: str, topic: str, record_size: int, seconds: float, acks: str, linger_ms: int,
-                  idempotent: bool = False) -> Result:
+                  idempotent: bool = False, client: ClientSettings = NO_SETTINGS) -> Result:
     from confluent_kafka import Producer
 
-    producer = Producer(_producer_config(bootstrap, linger_ms, acks=acks, **{"enable.idempotence": idempotent}))
+    producer = Producer(_producer_config(bootstrap, linger_ms, client, acks=acks, **{"enable.idempotence": idempotent}))
     payload = os.urandom(record_size)
     report = _Delivery()
     chunk = [{"value": payload} for _ in range(10_000)]
@@ -252,11 +254,11 @@ def bench_produce(bootstrap: str, topic: str, record_size: int, seconds: float, 
 
 
 def bench_txn_produce(bootstrap: str, topic: str, record_size: int, seconds: float, commit_interval_ms: int,
-                      linger_ms: int) -> Result:
+                      linger_ms: int, client: ClientSettings = NO_SETTINGS) -> Result:
     """A transactional producer committing every ``commit_interval_ms``."""
     from confluent_kafka import Producer
 
-    producer = Producer(_producer_config(bootstrap, linger_ms, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer = Producer(_producer_config(bootstrap, linger_ms, client, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
     producer.init_transactions(30)
     payload = os.urandom(record_size)
     report = _Delivery()
@@ -281,11 +283,12 @@ def bench_txn_produce(bootstrap: str, topic: str, record_size: int, seconds: flo
                   elapsed, {"commits": commits})
 
 
-def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transactions: int, records_per_txn: int) -> Result:
+def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transactions: int, records_per_txn: int,
+                         client: ClientSettings = NO_SETTINGS) -> Result:
     """begin, ``records_per_txn`` records, commit: the commit call's latency, one transaction at a time."""
     from confluent_kafka import Producer
 
-    producer = Producer(_producer_config(bootstrap, 0, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer = Producer(_producer_config(bootstrap, 0, client, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
     producer.init_transactions(30)
     payload = os.urandom(record_size)
     latencies = []
@@ -319,7 +322,7 @@ def _percentile(ordered: list[float], q: float) -> float:
 
 
 def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float, records_per_txn: int,
-                   producers: int, partitions: int) -> Result:
+                   producers: int, partitions: int, client: ClientSettings = NO_SETTINGS) -> Result:
     """Transactions per second: ``producers`` transactional producers, each on its own thread,
     run begin, ``records_per_txn`` records (spread over the partitions), commit, back to back for
     ``seconds``.  The commit latency is ``commit_transaction()`` called right after the records
@@ -345,7 +348,7 @@ def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float,
 
     def run(index: int) -> None:
         try:
-            producer = Producer(_producer_config(bootstrap, 0, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+            producer = Producer(_producer_config(bootstrap, 0, client, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
             producer.init_transactions(TIMEOUT_S)
             for n in range(TXN_WARMUP):
                 one_transaction(producer, index + n)
@@ -389,18 +392,18 @@ def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float,
         "p99_ms": round(_percentile(ordered, 0.99), 3), "max_ms": round(ordered[-1], 3)})
 
 
-def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "read_uncommitted") -> Result:
+def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "read_uncommitted",
+                  client: ClientSettings = NO_SETTINGS) -> Result:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+    consumer = Consumer(client.librdkafka(bootstrap, **{
         "group.id": f"bench-{uuid.uuid4()}",
         "enable.auto.commit": False,
         "isolation.level": isolation,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 10_485_760,
         "queued.max.messages.kbytes": 1_048_576,
-    })
+    }))
     metadata = consumer.list_topics(topic, timeout=30)
     partitions = sorted(metadata.topics[topic].partitions)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -422,7 +425,8 @@ def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "re
     return Result(f"consume {isolation}", count, nbytes, elapsed)
 
 
-def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: int, records_per_txn: int) -> list[Result]:
+def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: int, records_per_txn: int,
+                         client: ClientSettings = NO_SETTINGS) -> list[Result]:
     """Fill ``topic`` with transactions, every other one aborted; read it all with both isolation levels.
 
     Throughput is reported as log offsets covered per second (records fetched,
@@ -430,7 +434,7 @@ def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: 
     """
     from confluent_kafka import Producer
 
-    producer = Producer(_producer_config(bootstrap, 5, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
+    producer = Producer(_producer_config(bootstrap, 5, client, **{"transactional.id": f"bench-{uuid.uuid4()}"}))
     producer.init_transactions(30)
     payload = os.urandom(record_size)
     transactions = max(2, records // records_per_txn)
@@ -446,7 +450,7 @@ def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: 
     committed = (transactions + 1) // 2 * records_per_txn
     results = []
     for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
-        got = bench_consume(bootstrap, topic, expected, isolation)
+        got = bench_consume(bootstrap, topic, expected, isolation, client)
         # Both runs cover the same log range: rate it on the whole range.
         results.append(Result(f"read {isolation} over a half-aborted topic", total, total * record_size, got.seconds,
                               {"delivered": got.records}))

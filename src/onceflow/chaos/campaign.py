@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..broker.process import FAST_GROUPS, BrokerProcess
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .checker import Report, check
 from .history import Recorder
 from .nemesis import Nemesis, Schedule
@@ -71,6 +72,8 @@ class Options:
     disk_mib: int | None = None
     pause_s: float = 12.0
     plan: Plan = field(default_factory=Plan)
+    #: The workload's client settings (``-X``, ``--command-config``), e.g. a secured cluster's.
+    client: ClientSettings = NO_SETTINGS
 
 
 @dataclass
@@ -127,7 +130,7 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
                      + (f", clients through the proxy on {proxy.address}" if proxy else ""))
         elif any(options.faults.values()):
             raise ValueError("faults need a broker the campaign starts itself: leave out --bootstrap-servers")
-        workload = Workload(bootstrap, options.plan, recorder, options.seed)
+        workload = Workload(bootstrap, options.plan, recorder, options.seed, options.client)
         workload.create_topics()
         workload.start()
         schedule = Schedule.spread(options.faults, options.seconds, rng)

@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..clientconfig import SettingError, add_options, from_options
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=120.0, help="how long the workload runs under faults (default 120)")
@@ -39,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "partition; default), or two copiers subscribed as members of a classic or a KIP-848 "
                              "consumer-protocol group")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_options(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,12 +61,17 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         print(f"onceflow chaos: {problem}", file=sys.stderr)
         return 2
+    try:
+        client = from_options(args)
+    except SettingError as exc:
+        print(f"onceflow chaos: {exc}", file=sys.stderr)
+        return 2
     from .campaign import Options, run
     from .workload import Plan
 
     options = Options(seconds=args.seconds, faults={k: v for k, v in faults.items() if v}, seed=args.seed,
                       workdir=args.workdir, bootstrap_servers=args.bootstrap_servers, broker=args.broker,
-                      disk_mib=args.disk_mib,
+                      disk_mib=args.disk_mib, client=client,
                       pause_s=args.pause_seconds, plan=Plan(producers=args.producers, partitions=args.partitions,
                                 ctp_group_protocol=None if args.ctp_group == "assign" else args.ctp_group))
     try:

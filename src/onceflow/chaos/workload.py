@@ -49,6 +49,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .history import Recorder, ctp_output
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,12 @@ class Plan:
 class Workload:
     """The clients of one run; ``start``, let faults happen, then ``finish``."""
 
-    def __init__(self, bootstrap: str, plan: Plan, recorder: Recorder, seed: int) -> None:
+    def __init__(self, bootstrap: str, plan: Plan, recorder: Recorder, seed: int,
+                 client: ClientSettings = NO_SETTINGS) -> None:
         self.bootstrap = bootstrap
+        #: What every client starts from: the user's settings (``-X``, ``--command-config``: a secured
+        #: cluster's) and the bootstrap servers; each client's own settings go over them.
+        self.base = client.librdkafka(bootstrap)
         self.plan = plan
         self.recorder = recorder
         self.seed = seed
@@ -113,7 +118,7 @@ class Workload:
     # -- set-up and lifetime -------------------------------------------------
 
     def create_topics(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, **_admin_settings()})
+        admin = AdminClient({**self.base, **_admin_settings()})
         wanted = [NewTopic(t, self.plan.partitions, -1) for t in self.plan.all_topics]
         for topic, future in admin.create_topics(wanted).items():
             try:
@@ -183,7 +188,7 @@ class Workload:
                 self._stop.wait(self.plan.think_s)
 
     def _new_transactional_producer(self, transactional_id: str) -> Producer | None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": transactional_id,
+        producer = Producer({**self.base, "transactional.id": transactional_id,
                              "transaction.timeout.ms": self.plan.transaction_timeout_ms, "linger.ms": 2,
                              "message.timeout.ms": self.plan.transaction_timeout_ms, **COMMON})
         try:
@@ -196,7 +201,7 @@ class Workload:
     # -- readers -------------------------------------------------------------
 
     def _reader(self, name: str, isolation: str) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-{name}-{self.run_id}",
+        consumer = Consumer({**self.base, "group.id": f"chaos-{name}-{self.run_id}",
                              "isolation.level": isolation, "enable.auto.commit": False,
                              "auto.offset.reset": "error", **COMMON})
         positions = [TopicPartition(t, p, OFFSET_BEGINNING) for t in self.plan.all_topics
@@ -224,7 +229,7 @@ class Workload:
     def _ctp(self) -> None:
         name = "ctp-0"
         source = self.plan.topics[0]
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
+        consumer = Consumer({**self.base, "group.id": self.ctp_group,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", **COMMON})
         producer: Producer | None = None
@@ -303,7 +308,7 @@ class Workload:
             consumer.close()
 
     def _member_consumer(self, assigned: Callable[[Consumer, list[TopicPartition]], None]) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
+        consumer = Consumer({**self.base, "group.id": self.ctp_group,
                              "group.protocol": self.plan.ctp_group_protocol, "isolation.level": "read_committed",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest", **COMMON})
         consumer.subscribe([self.plan.topics[0]], on_assign=assigned)
@@ -334,7 +339,7 @@ class Workload:
             self.recorder.record("final", "ok", "final-read",
                                  {"isolation": isolation, "partitions": self._read_everything(isolation, ends)})
         if self.plan.ctp:
-            probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.ctp_group,
+            probe = Consumer({**self.base, "group.id": self.ctp_group,
                               "isolation.level": "read_committed", **COMMON})
             try:
                 committed = probe.committed([TopicPartition(self.plan.topics[0], p) for p in range(self.plan.partitions)],
@@ -348,9 +353,9 @@ class Workload:
     def _wait_for_stable_ends(self) -> dict[tuple[str, int], int]:
         """Each partition's high watermark, once its last stable offset has caught up with it."""
         partitions = [(t, p) for t in self.plan.all_topics for p in range(self.plan.partitions)]
-        rc = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-probe", "isolation.level": "read_committed",
+        rc = Consumer({**self.base, "group.id": "chaos-probe", "isolation.level": "read_committed",
                        **COMMON})
-        ru = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-probe",
+        ru = Consumer({**self.base, "group.id": "chaos-probe",
                        "isolation.level": "read_uncommitted", **COMMON})
         deadline = time.monotonic() + FINISH_TIMEOUT_S
         try:
@@ -373,7 +378,7 @@ class Workload:
 
     def _read_everything(self, isolation: str, ends: dict[tuple[str, int], int]) -> dict[str, Any]:
         """Every record ``isolation`` delivers from each partition's start to its end."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"chaos-final-{uuid.uuid4()}",
+        consumer = Consumer({**self.base, "group.id": f"chaos-final-{uuid.uuid4()}",
                              "isolation.level": isolation, "enable.auto.commit": False,
                              "enable.partition.eof": True, **COMMON})
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])

@@ -22,6 +22,7 @@ import os
 import time
 
 from ..broker.process import FAST_GROUPS, BrokerProcess
+from ..clientconfig import NO_SETTINGS, ClientSettings
 
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
@@ -36,10 +37,10 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def _consume(bootstrap: str, want: int) -> list[tuple[int, int, bytes]]:
+def _consume(bootstrap: str, want: int, client: ClientSettings) -> list[tuple[int, int, bytes]]:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
+    consumer = Consumer({**client.librdkafka(bootstrap), "group.id": GROUP, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, **QUIET})
     consumer.subscribe([TOPIC])
     got: list[tuple[int, int, bytes]] = []
@@ -54,7 +55,7 @@ def _consume(bootstrap: str, want: int) -> list[tuple[int, int, bytes]]:
     return got
 
 
-def run_demo(bootstrap_servers: str | None = None) -> int:
+def run_demo(bootstrap_servers: str | None = None, client: ClientSettings = NO_SETTINGS) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -64,12 +65,12 @@ def run_demo(bootstrap_servers: str | None = None) -> int:
             broker = stack.enter_context(BrokerProcess(overrides=FAST_GROUPS, log_level="WARNING"))
             bootstrap_servers = broker.bootstrap_servers
             _say(f"1. started `onceflow broker` (pid {broker.pid}) on {bootstrap_servers}")
-        admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
+        admin = AdminClient({**client.librdkafka(bootstrap_servers), **QUIET})
         for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
             fut.result(TIMEOUT_S)
         _say(f"2. created topic {TOPIC} with {PARTITIONS} partitions")
 
-        producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 5, **QUIET})
+        producer = Producer({**client.librdkafka(bootstrap_servers), "acks": "all", "linger.ms": 5, **QUIET})
         acked: dict[tuple[int, int], bytes] = {}
 
         def report(err: object, msg: object) -> None:
@@ -87,7 +88,7 @@ def run_demo(bootstrap_servers: str | None = None) -> int:
         _say(f"3. produced {len(acked)} orders with acks=all (fsynced before each acknowledgement) in {elapsed:.2f} s")
 
         del admin
-        first = _consume(bootstrap_servers, RECORDS // 2)
+        first = _consume(bootstrap_servers, RECORDS // 2, client)
         _say(f"4. consumer group {GROUP} read {len(first)} orders and committed its offsets")
 
         if broker is not None:
@@ -95,7 +96,7 @@ def run_demo(bootstrap_servers: str | None = None) -> int:
             _say("5. killed the broker with SIGKILL (no clean shutdown)")
             broker.start()
             _say("6. restarted it on the same data directory (recovery checked every segment tail)")
-        second = _consume(bootstrap_servers, len(acked) - len(first))
+        second = _consume(bootstrap_servers, len(acked) - len(first), client)
         _say(f"7. a new consumer in {GROUP} resumed from the committed offsets and read {len(second)} more")
 
     seen = first + second

@@ -19,7 +19,9 @@ pipeline runs it injects the faults (``--faults``, the default):
    kill -s KILL kafka-2 && docker start kafka-2``, say).  It runs while the
    pipeline keeps running; the demo goes on showing progress, counts the
    micro-batches committed meanwhile, and fails if the command fails.
-   Without it no broker is killed on a cluster.
+   Without it no broker is killed on a cluster.  A secured cluster's client
+   settings (``-X``, ``--command-config``) go to every client the demo
+   makes and, as ``kafka.*`` options, to both queries.
 
 It waits until both queries have caught up (their ``commitOffsetsToGroup``
 groups are at their sources' ends), stops the driver, verifies the topics
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from ..pipelines import payments as pipeline
 from ..spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
 
@@ -128,29 +131,30 @@ def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
                           "micro-batches)")
         else:
             console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")
-        pipeline.create_topics(bootstrap)
+        client = getattr(args, "client", NO_SETTINGS)
+        pipeline.create_topics(bootstrap, client=client)
         console.print(f"[bold]2.[/] created [cyan]{pipeline.PAYMENTS}[/], [cyan]{pipeline.LEDGER}[/] and the compacted "
                       f"[cyan]{pipeline.BALANCES}[/], {pipeline.PARTITIONS} partitions each")
         fault_dir = workdir / "faults"
         fault_dir.mkdir()
         driver = pipeline.DriverProcess(bootstrap, str(workdir / "checkpoints"), str(workdir / "driver.log"), args.master,
-                                        args.max_offsets_per_trigger, fault_dir=str(fault_dir))
+                                        args.max_offsets_per_trigger, fault_dir=str(fault_dir), settings=dict(client.given))
         stack.callback(driver.stop)
         with _progress(console) as progress:
             generating = progress.add_task("generating payments", total=args.payments, batches="", faults="")
             generated = pipeline.generate(bootstrap, args.payments, accounts=args.accounts,
-                                          on_progress=lambda n: progress.advance(generating, n))
+                                          on_progress=lambda n: progress.advance(generating, n), client=client)
             console.print(f"[bold]3.[/] wrote {args.payments:,} payments in {generated.transactions} transactions; "
                           f"{len(generated.aborted):,} of them in aborted transactions")
             driver.start()
             console.print("[bold]4.[/] started the Spark driver: query [cyan]ledger[/] (payments → debit and credit "
                           "entries) and query [cyan]balances[/] (running balance per account)")
-            run = _conduct(args, console, progress, driver, broker, fault_dir, bootstrap, generated)
+            run = _conduct(args, console, progress, driver, broker, fault_dir, bootstrap, generated, client)
         if run is None:
             console.print(f"[red]FAILED[/]: the pipeline did not finish; see {workdir / 'driver.log'}")
             return 1
         driver.stop()
-        report = pipeline.verify(bootstrap, generated)
+        report = pipeline.verify(bootstrap, generated, client)
     _summary(console, args, generated, run, report)
     return 0 if report.ok else 1
 
@@ -166,7 +170,7 @@ def _progress(console: Any) -> Iterator[Any]:
 
 
 def _conduct(args: argparse.Namespace, console: Any, progress: Any, driver: pipeline.DriverProcess, broker: Any, fault_dir: Path,
-             bootstrap: str, generated: pipeline.Generated) -> _Run | None:
+             bootstrap: str, generated: pipeline.Generated, client: ClientSettings = NO_SETTINGS) -> _Run | None:
     run = _Run()
     total = len(generated.committed)
     task = progress.add_task("payments processed", total=total, batches="0 micro-batches", faults="0 faults")
@@ -204,7 +208,7 @@ def _conduct(args: argparse.Namespace, console: Any, progress: Any, driver: pipe
                 return None
             if run.processed >= total and not pending and command is None and time.monotonic() - last_check > 1:
                 last_check = time.monotonic()
-                if pipeline.caught_up(bootstrap, generated):
+                if pipeline.caught_up(bootstrap, generated, client):
                     run.done_at = time.monotonic()
                     return run
             time.sleep(0.1)

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from ..spark import worker_python
 
 PAYMENTS, LEDGER, BALANCES = "payments", "ledger", "balances"
@@ -75,10 +76,10 @@ class Generated:
         return dict(balances)
 
 
-def create_topics(bootstrap: str, partitions: int = PARTITIONS) -> None:
+def create_topics(bootstrap: str, partitions: int = PARTITIONS, client: ClientSettings = NO_SETTINGS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin = AdminClient({**client.librdkafka(bootstrap), **QUIET})
     # Replication factor -1: the cluster's default.replication.factor (3 on a production cluster;
     # a single Onceflow broker has 1), and its min.insync.replicas.
     topics = [NewTopic(PAYMENTS, partitions, -1), NewTopic(LEDGER, partitions, -1),
@@ -91,12 +92,12 @@ def create_topics(bootstrap: str, partitions: int = PARTITIONS) -> None:
 
 
 def generate(bootstrap: str, payments: int, *, accounts: int = 1000, per_transaction: int = 500, abort_ratio: float = 0.1,
-             seed: int = 20261123, on_progress: Any = None) -> Generated:
+             seed: int = 20261123, on_progress: Any = None, client: ClientSettings = NO_SETTINGS) -> Generated:
     """Write ``payments`` payments to ``payments`` in transactions, about ``abort_ratio`` of them aborted."""
     from confluent_kafka import Producer
 
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"payments-generator-{uuid.uuid4()}",
+    producer = Producer({**client.librdkafka(bootstrap), "transactional.id": f"payments-generator-{uuid.uuid4()}",
                          "linger.ms": 20, "batch.size": 1 << 20, **QUIET})
     producer.init_transactions(TIMEOUT_S)
     out = Generated()
@@ -128,7 +129,7 @@ def generate(bootstrap: str, payments: int, *, accounts: int = 1000, per_transac
 
 
 def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int | None = None,
-                  delivery_guarantee: str = "exactly-once") -> dict[str, Any]:
+                  delivery_guarantee: str = "exactly-once", settings: dict[str, str] | None = None) -> dict[str, Any]:
     """Start both queries; returns them by name.  ``at-least-once`` is for comparison (benchmarks),
     and so is ``spark-kafka``: what a user would run instead, Spark's own JVM Kafka connector at
     both ends (``format("kafka")``, read_committed, at-least-once sinks; its jars must be in
@@ -138,10 +139,12 @@ def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int
 
     onceflow.spark.register(spark)
     spark_kafka = delivery_guarantee == "spark-kafka"
+    #: The client settings (a secured cluster's) as Spark's kafka.* options: the connector translates them.
+    kafka_options = {f"kafka.{key}": value for key, value in (settings or {}).items()}
 
     def source(topic: str, group: str) -> Any:
         reader = (spark.readStream.format("kafka" if spark_kafka else "onceflow")
-                  .option("kafka.bootstrap.servers", bootstrap)
+                  .option("kafka.bootstrap.servers", bootstrap).options(**kafka_options)
                   .option("subscribe", topic).option("startingOffsets", "earliest"))
         if spark_kafka:
             reader = reader.option("kafka.isolation.level", "read_committed")
@@ -160,7 +163,7 @@ def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int
     ledger_sink = entries.writeStream.format("kafka" if spark_kafka else "onceflow").queryName("ledger")
     if not spark_kafka:
         ledger_sink = ledger_sink.option("deliveryGuarantee", delivery_guarantee)
-    ledger = (ledger_sink.option("kafka.bootstrap.servers", bootstrap).option("topic", LEDGER)
+    ledger = (ledger_sink.option("kafka.bootstrap.servers", bootstrap).options(**kafka_options).option("topic", LEDGER)
               .option("checkpointLocation", os.path.join(checkpoints, "ledger")).start())
 
     totals = (source(LEDGER, BALANCES_GROUP)
@@ -174,7 +177,7 @@ def start_queries(spark: Any, bootstrap: str, checkpoints: str, max_offsets: int
             changed.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", BALANCES).save()
             return
         onceflow.spark.write_exactly_once(changed, batch_id, bootstrap_servers=bootstrap, topic=BALANCES, name="balances",
-                                          deliveryGuarantee=delivery_guarantee)
+                                          deliveryGuarantee=delivery_guarantee, **kafka_options)
 
     balances = (totals.writeStream.queryName("balances").outputMode("update").foreachBatch(write_balances)
                 .option("checkpointLocation", os.path.join(checkpoints, "balances")).start())
@@ -191,7 +194,11 @@ def driver_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shuffle-partitions", type=int, default=PARTITIONS)
     parser.add_argument("--delivery-guarantee", default="exactly-once", choices=["exactly-once", "at-least-once", "spark-kafka"],
                         help="spark-kafka: Spark's own Kafka connector at both ends instead of onceflow's (a benchmark baseline)")
+    parser.add_argument("--settings-stdin", action="store_true",
+                        help="read client settings (a JSON object: a secured cluster's) from standard input: kept off "
+                             "the command line, which any user of the machine can see")
     args = parser.parse_args(argv)
+    settings = json.loads(sys.stdin.readline()) if args.settings_stdin else {}
     os.environ.setdefault("PYSPARK_PYTHON", worker_python.path())
     from pyspark.sql import SparkSession
 
@@ -205,7 +212,8 @@ def driver_main(argv: list[str] | None = None) -> int:
     spark = (builder.config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
              .config("spark.sql.streaming.stopTimeout", "60s").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    queries = start_queries(spark, args.bootstrap, args.checkpoints, args.max_offsets or None, args.delivery_guarantee)
+    queries = start_queries(spark, args.bootstrap, args.checkpoints, args.max_offsets or None, args.delivery_guarantee,
+                            settings)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     _emit({"event": "started"})
@@ -257,6 +265,8 @@ class DriverProcess:
     delivery_guarantee: str = "exactly-once"
     #: Set as ONCEFLOW_FAULT_DIR for the driver's workers (``onceflow.spark.faults``), if any.
     fault_dir: str | None = None
+    #: Client settings as the user gave them (``ClientSettings.given``), handed over on standard input.
+    settings: dict[str, str] = field(default_factory=dict, repr=False)
     proc: subprocess.Popen[str] | None = None
     lines: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
 
@@ -268,8 +278,15 @@ class DriverProcess:
                "--master", self.master, "--delivery-guarantee", self.delivery_guarantee]
         if self.max_offsets:
             cmd += ["--max-offsets", str(self.max_offsets)]
+        if self.settings:
+            cmd.append("--settings-stdin")
         with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if self.settings else None,
+                                         stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        if self.settings:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(self.settings) + "\n")
+            self.proc.stdin.close()
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
@@ -361,13 +378,13 @@ class Report:
         return out
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int = PARTITIONS,
-                   isolation: str = "read_committed") -> list[tuple[bytes | None, bytes | None]]:
+def read_committed(bootstrap: str, topic: str, partitions: int = PARTITIONS, isolation: str = "read_committed",
+                   client: ClientSettings = NO_SETTINGS) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of every committed record of ``topic`` (or every record: ``read_uncommitted``),
     in offset order per partition."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}", "enable.auto.commit": False,
+    consumer = Consumer({**client.librdkafka(bootstrap), "group.id": f"verify-{uuid.uuid4()}", "enable.auto.commit": False,
                          "isolation.level": isolation, "enable.partition.eof": True, **QUIET})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     out: list[tuple[bytes | None, bytes | None]] = []
@@ -390,10 +407,10 @@ def read_committed(bootstrap: str, topic: str, partitions: int = PARTITIONS,
     return out
 
 
-def verify(bootstrap: str, generated: Generated) -> Report:
+def verify(bootstrap: str, generated: Generated, client: ClientSettings = NO_SETTINGS) -> Report:
     report = Report(committed=len(generated.committed), aborted=len(generated.aborted))
     entries: Counter[tuple[int, str]] = Counter()  # (payment, kind) -> times seen
-    for _, value in read_committed(bootstrap, LEDGER):
+    for _, value in read_committed(bootstrap, LEDGER, client=client):
         payment, _, _, kind = (value or b"").decode().split(",")
         entries[(int(payment), kind)] += 1
     report.ledger_entries = sum(entries.values())
@@ -401,7 +418,7 @@ def verify(bootstrap: str, generated: Generated) -> Report:
     report.aborted_seen = sum(n for (payment, _), n in entries.items() if payment in generated.aborted)
     report.missing = sum(1 for payment in generated.committed for kind in ("debit", "credit") if not entries[(payment, kind)])
     latest: dict[int, int] = {}
-    for key, value in read_committed(bootstrap, BALANCES):
+    for key, value in read_committed(bootstrap, BALANCES, client=client):
         latest[int(key or b"0")] = int(value or b"0")  # offset order: the last value of each key wins
     expected = generated.expected_balances()
     report.accounts = len(latest)
@@ -411,13 +428,13 @@ def verify(bootstrap: str, generated: Generated) -> Report:
     return report
 
 
-def caught_up(bootstrap: str, generated: Generated) -> bool:
+def caught_up(bootstrap: str, generated: Generated, client: ClientSettings = NO_SETTINGS) -> bool:
     """Both queries have processed everything: their groups' offsets are at their sources' ends.
     False, not an exception, while the cluster cannot answer (a broker restarting, leaders moving)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     for topic, group in ((PAYMENTS, LEDGER_GROUP), (LEDGER, BALANCES_GROUP)):
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+        consumer = Consumer({**client.librdkafka(bootstrap), "group.id": group, "isolation.level": "read_committed",
                              "enable.auto.commit": False, **QUIET})
         try:
             partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]

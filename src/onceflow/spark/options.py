@@ -33,6 +33,14 @@ removed.  Where Onceflow deviates it says so in a comment marked
 * the sink is transactional (``deliveryGuarantee``, ``transactionalIdPrefix``)
   and so refuses producer settings that would break transactions.
 
+The ``kafka.*`` settings go through ``onceflow.clientconfig``, as every
+client setting in Onceflow does: Kafka's Java names that librdkafka lacks
+(``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.*``, ``kafka.ssl.keystore.*``)
+become librdkafka's, and librdkafka checks the result offline, so a bad
+security setting is one ``OptionError`` naming it, here.  Secrets (passwords,
+keys, the JAAS text) are never quoted in an error, and the parsed options'
+``repr`` leaves the client settings out.
+
 Everything here is plain data: the result pickles (Spark ships readers and
 writers to executors), which is why mappings are plain ``dict`` objects
 rather than read-only proxies.  Warnings that Spark would log (a fixed
@@ -48,6 +56,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ..clientconfig import ClientSettings, SettingError, is_secret, translate
 
 __all__ = [
     "EARLIEST",
@@ -172,13 +182,16 @@ class SourceOptions:
     commit_offsets_to_group: str | None
     #: Spark's ``groupIdPrefix`` for the readers' generated group ids.
     group_id_prefix: str
-    #: Every ``kafka.*`` option with the prefix removed (keys lower-cased); ``isolation.level`` always present.
-    kafka_params: Mapping[str, str]
+    #: Every ``kafka.*`` option with the prefix removed (keys lower-cased) and in librdkafka's names
+    #: (``clientconfig.translate``); ``isolation.level`` always present.  Left out of the ``repr``: secrets.
+    kafka_params: Mapping[str, str] = field(repr=False)
     #: What Spark would log as warnings; the caller logs them.
     warnings: tuple[str, ...] = ()
     #: ``kafka.default.api.timeout.ms``: how long the driver's metadata and offset calls go unanswered
     #: before the query fails, naming the bootstrap servers (Kafka's default, 60 s).
     api_timeout_ms: int = 60_000
+    #: For each key of ``kafka_params``, the ``kafka.*`` setting it comes from (a Java name, or the same).
+    kafka_origins: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def group_id(self) -> str | None:
@@ -203,8 +216,9 @@ class SinkOptions:
     checkpoint_location: str | None
     #: From ``kafka.transaction.timeout.ms``; default 600000 (10 min).
     transaction_timeout_ms: int
-    #: Every ``kafka.*`` option with the prefix removed; with exactly-once, ``transaction.timeout.ms`` always present.
-    kafka_params: Mapping[str, str]
+    #: Every ``kafka.*`` option with the prefix removed, in librdkafka's names; with exactly-once,
+    #: ``transaction.timeout.ms`` always present.  Left out of the ``repr``: secrets.
+    kafka_params: Mapping[str, str] = field(repr=False)
     #: ``acceptChangedReplay``: a micro-batch whose changed replay is let through (see ``protocol``).
     accept_changed_replay: int | None = None
     #: ``replayWaitMs``: how long a task of a partly written micro-batch waits for the earlier run's task
@@ -215,6 +229,8 @@ class SinkOptions:
     #: ``kafka.default.api.timeout.ms``: how long the driver waits for the cluster to answer before the
     #: write fails, naming the bootstrap servers (Kafka's default, 60 s).
     api_timeout_ms: int = 60_000
+    #: For each key of ``kafka_params``, the ``kafka.*`` setting it comes from (a Java name, or the same).
+    kafka_origins: Mapping[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- option tables
@@ -308,7 +324,8 @@ class _Raw:
         for key, value in items:
             if not isinstance(key, str) or not isinstance(value, str):
                 # Spark turns every option value into a string; a caller that did not is told so.
-                raise OptionError(f"Option {key!r} for {what} must be a string with a string value, got {value!r}",
+                shown = "a secret's value" if isinstance(key, str) and is_secret(key) else repr(value)
+                raise OptionError(f"Option {key!r} for {what} must be a string with a string value, got {shown}",
                                   str(key))
             folded = key.strip().lower()
             if folded in seen:
@@ -643,6 +660,32 @@ def _api_timeout_ms(kafka_params: dict[str, str]) -> int:
                       f"got {text!r}", "kafka.default.api.timeout.ms")
 
 
+def _client_params(kafka_params: Mapping[str, str]) -> ClientSettings:
+    """The ``kafka.*`` settings in librdkafka's names (``clientconfig.translate``): Kafka's Java names
+    translated.  A setting that cannot be is an ``OptionError`` naming it (as ``kafka.<name>``)."""
+    try:
+        return translate(kafka_params)
+    except SettingError as exc:
+        raise _option_error(exc) from None
+
+
+def _check_client_params(settings: ClientSettings) -> None:
+    """librdkafka's verdict on the settings, offline (``ClientSettings.check``), after the options' own
+    checks (whose messages say more); its refusal is an ``OptionError`` naming the user's setting."""
+    try:
+        settings.check()
+    except SettingError as exc:
+        raise _option_error(exc) from None
+
+
+def _option_error(exc: SettingError) -> OptionError:
+    """A client setting's error as the connector's, naming ``kafka.<setting>``; it quotes no secret."""
+    if exc.setting is None:
+        return OptionError(f"Options 'kafka.*': {exc}", "kafka.*")
+    text = str(exc).removeprefix(f"{exc.setting}: ")
+    return OptionError(f"Option 'kafka.{exc.setting}': {text}", f"kafka.{exc.setting}")
+
+
 def _require_bootstrap(kafka_params: Mapping[str, str], client: str) -> str:
     servers = kafka_params.get("bootstrap.servers", "").strip()
     if not servers:
@@ -673,6 +716,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 
     _refuse(kafka_params, _REFUSED_CONSUMER_PARAMS)
     api_timeout_ms = _api_timeout_ms(kafka_params)
+    client = _client_params(kafka_params)
+    kafka_params = dict(client.config)
     subscription = _parse_subscription(raw)
     bootstrap_servers = _require_bootstrap(kafka_params, "consumer")
 
@@ -742,6 +787,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             raise OptionError("Option 'commitOffsetsToGroup' must name a consumer group, got an empty string",
                               "commitOffsetsToGroup")
 
+    _check_client_params(client)
     return SourceOptions(
         bootstrap_servers=bootstrap_servers,
         subscription=subscription,
@@ -758,6 +804,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         kafka_params=kafka_params,
         warnings=tuple(warnings),
         api_timeout_ms=api_timeout_ms,
+        kafka_origins=dict(client.origins),
     )
 
 
@@ -794,6 +841,8 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
     kafka_params = raw.kafka_params()
     _refuse(kafka_params, _REFUSED_PRODUCER_PARAMS)
     api_timeout_ms = _api_timeout_ms(kafka_params)
+    client = _client_params(kafka_params)
+    kafka_params = dict(client.config)
     bootstrap_servers = _require_bootstrap(kafka_params, "producer")
 
     topic = raw.get("topic")
@@ -838,6 +887,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         name = check_write_name(name.strip(), "writeName")
 
     _parse_bool(raw, "includeHeaders", False)  # accepted, but it must still be a boolean
+    _check_client_params(client)
     return SinkOptions(
         bootstrap_servers=bootstrap_servers,
         topic=topic,
@@ -850,6 +900,7 @@ def parse_sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOp
         replay_wait_ms=_parse_positive_int(raw, "replayWaitMs") or 30_000,
         name=name,
         api_timeout_ms=api_timeout_ms,
+        kafka_origins=dict(client.origins),
     )
 
 

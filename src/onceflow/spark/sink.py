@@ -680,7 +680,9 @@ def check_client_settings(options: SinkOptions, require_cluster: bool = False) -
         culprit = next((k for k in options.kafka_params if k != "bootstrap.servers"
                         and _refused({n: v for n, v in config.items() if n != k}) is None), None)
         match = _PROPERTY.search(problem)
-        option = f"kafka.{culprit}" if culprit else f"kafka.{match.group(1)}" if match else "kafka.*"
+        origins = options.kafka_origins
+        option = (f"kafka.{origins.get(culprit, culprit)}" if culprit else
+                  f"kafka.{origins.get(match.group(1), match.group(1))}" if match else "kafka.*")
         raise OptionError(f"Option '{option}': the Kafka client refuses the sink's producer settings: {problem}",
                           option)
     cluster = _reachable(options, require_cluster)

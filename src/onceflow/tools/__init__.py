@@ -1,12 +1,14 @@
-"""Operator tools: ``onceflow topics``, ``onceflow groups`` and ``onceflow txn``.
+"""Operator tools: ``onceflow topics``, ``groups``, ``txn``, ``acls`` and ``users``.
 
 Rule: no home-made Kafka client.  These tools must work unchanged against an
 Apache Kafka cluster, so they talk to brokers only through real Kafka client
 libraries and standard Kafka APIs:
 
-* topics and groups go through confluent-kafka (librdkafka): its
+* topics, groups, ACLs and SCRAM users go through confluent-kafka (librdkafka): its
   ``AdminClient`` for metadata, configs, topic creation/deletion, record
-  deletion (DeleteRecords) and consumer groups, and a ``Consumer`` (never subscribed) for partition watermarks;
+  deletion (DeleteRecords), consumer groups, ACLs (CreateAcls, DescribeAcls,
+  DeleteAcls) and SCRAM credentials (Describe/AlterUserScramCredentials), and a
+  ``Consumer`` (never subscribed) for partition watermarks;
 * transactions go through kafka-python's ``KafkaAdminClient``, because
   confluent-kafka has no KIP-664 APIs: ``list_transactions``
   (ListTransactions), ``describe_transactions`` (DescribeTransactions),
@@ -19,10 +21,14 @@ libraries and standard Kafka APIs:
 Every command is a small function that returns plain data (a list of dicts, or
 a dict of scalars and such lists) and is rendered separately, as an aligned
 table or as JSON (``--json``); see :mod:`onceflow.tools.common`.
+
+Every command takes ``-X key=value`` and ``--command-config FILE`` for a
+secured cluster (:mod:`onceflow.clientconfig`), and gives them to every
+client it makes.
 """
 
 from __future__ import annotations
 
-from . import groups, topics, txn
+from . import acls, groups, topics, txn, users
 
-__all__ = ["groups", "topics", "txn"]
+__all__ = ["acls", "groups", "topics", "txn", "users"]

@@ -1,8 +1,14 @@
 """What the tool families share: options, client construction, error lines, rendering.
 
-Client libraries only (see :mod:`onceflow.tools`): confluent-kafka for topics
-and groups, kafka-python for the KIP-664 transaction APIs.  kafka-python is
-imported lazily so that the rest of ``onceflow`` does not need it.
+Client libraries only (see :mod:`onceflow.tools`): confluent-kafka for topics,
+groups, ACLs and users, kafka-python for the KIP-664 transaction APIs.
+kafka-python is imported lazily so that the rest of ``onceflow`` does not need it.
+
+Every command takes ``-X key=value`` and ``--command-config FILE``
+(:mod:`onceflow.clientconfig`): ``run`` translates and checks them before the
+command runs, a bad one being one line and exit status 2, and every client a
+command makes is given them (``confluent_admin``, ``watermark_consumer``,
+``kafka_python_admin``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
+
 log = logging.getLogger("onceflow.tools")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -28,6 +36,10 @@ Data = list[dict[str, Any]] | dict[str, Any]
 
 class ToolError(Exception):
     """A failure the command reports as one line on stderr (exit status 1)."""
+
+
+class UsageError(ToolError):
+    """Options that cannot go together, found before anything is asked of the cluster (exit status 2)."""
 
 
 # -- options and dispatch ------------------------------------------------------
@@ -45,6 +57,11 @@ def _add_common_options(parser: argparse.ArgumentParser, *, leaf: bool) -> None:
     parser.add_argument("--json", action="store_true", default=default(False), help="print JSON instead of a table")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", default=default(DEFAULT_TIMEOUT_S),
                         help=f"how long to wait for the cluster (default {DEFAULT_TIMEOUT_S:g})")
+    add_options(parser, suppress=leaf, dest_suffix=_COMMAND if leaf else "")
+
+
+#: The -X list given after the command (argparse would let it replace the one given after the family).
+_COMMAND = "_command"
 
 
 def add_family(parser: argparse.ArgumentParser) -> Any:
@@ -77,10 +94,20 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("kafka").setLevel(logging.CRITICAL)  # kafka-python's own connection chatter
     name = f"onceflow {args.command} {args.action}"
     try:
+        args.client = from_options(args, ("", _COMMAND))
+        if getattr(args, "kafka_python", False):
+            args.client.kafka_python()  # the transaction tools' client: its words for the same settings
+    except SettingError as exc:  # before any data moves, as a usage error
+        print(f"{name}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    try:
         data = args.tool(args)
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except UsageError as exc:
+        print(f"{name}: {error_line(exc)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # every failure becomes one line
         if debug:
             log.exception("%s failed", name)
@@ -101,7 +128,7 @@ def error_line(exc: BaseException) -> str:
         text = f"{err.str()} ({err.name()})"
     elif isinstance(exc, KafkaError):
         text = f"{exc.str()} ({exc.name()})"
-    elif isinstance(exc, (ToolError, concurrent.futures.TimeoutError)):
+    elif isinstance(exc, (ToolError, SettingError, concurrent.futures.TimeoutError)):
         text = str(exc) or "timed out"
     else:
         module = type(exc).__module__ or ""
@@ -112,25 +139,26 @@ def error_line(exc: BaseException) -> str:
 # -- clients -------------------------------------------------------------------
 
 
-def _librdkafka_settings(bootstrap: str) -> dict[str, Any]:
+def _librdkafka_settings(bootstrap: str, client: ClientSettings) -> dict[str, Any]:
     debug = logging.getLogger().isEnabledFor(logging.DEBUG)
     # librdkafka logs connection failures to stderr itself; the tool reports the
     # resulting error as its one line instead (all of it with --log-level DEBUG).
-    return {"bootstrap.servers": bootstrap, "client.id": "onceflow-tools", "log_level": 7 if debug else 0}
+    return client.librdkafka(bootstrap, **{"client.id": "onceflow-tools", "log_level": 7 if debug else 0})
 
 
-def confluent_admin(bootstrap: str) -> Any:
+def confluent_admin(bootstrap: str, client: ClientSettings = NO_SETTINGS) -> Any:
+    """confluent-kafka's AdminClient, with the user's client settings."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(_librdkafka_settings(bootstrap))
+    return AdminClient(_librdkafka_settings(bootstrap, client))
 
 
-def watermark_consumer(bootstrap: str, isolation_level: str = "read_uncommitted") -> Any:
+def watermark_consumer(bootstrap: str, isolation_level: str = "read_uncommitted", client: ClientSettings = NO_SETTINGS) -> Any:
     """A Consumer used only for ``get_watermark_offsets`` (it never subscribes or commits)."""
     from confluent_kafka import Consumer
 
     return Consumer({
-        **_librdkafka_settings(bootstrap),
+        **_librdkafka_settings(bootstrap, client),
         "group.id": f"onceflow-tools-{uuid.uuid4()}",  # required by the client; never joined
         "enable.auto.commit": False,
         "isolation.level": isolation_level,
@@ -150,16 +178,18 @@ def wait(future: Any, timeout: float, what: str) -> Any:
         raise ToolError(f"{what}: {error_line(exc)}") from exc
 
 
-def kafka_python_admin(bootstrap: str, timeout: float) -> Any:
-    """kafka-python's KafkaAdminClient (the only Python client with the KIP-664 APIs)."""
+def kafka_python_admin(bootstrap: str, timeout: float, client: ClientSettings = NO_SETTINGS) -> Any:
+    """kafka-python's KafkaAdminClient (the only Python client with the KIP-664 APIs), with the user's
+    client settings in kafka-python's words (``ClientSettings.kafka_python``)."""
     try:
         from kafka.admin import KafkaAdminClient
     except ImportError:
         raise ToolError("the transaction tools need kafka-python (pip install 'kafka-python>=3.0')") from None
     timeout_ms = max(1, int(timeout * 1000))
+    settings = {"client_id": "onceflow-tools", **client.kafka_python()}
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="onceflow-tools",
-                                request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+        return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=timeout_ms,
+                                bootstrap_timeout_ms=timeout_ms, **settings)
     except Exception as exc:
         raise ToolError(f"cannot connect to {bootstrap}: {error_line(exc)}") from exc
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import (
     DEFAULT_TIMEOUT_S,
     ToolError,
@@ -41,11 +42,11 @@ def _type(group_type: Any) -> str:
     return str(getattr(group_type, "name", group_type)).lower()
 
 
-def list_groups(bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+def list_groups(bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """One row per consumer group: id, type (classic, or consumer: KIP-848), state, and whether it is
     a "simple" group (offsets only, no membership).  librdkafka names KIP-848's Assigning and
     Reconciling states "Unknown"."""
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     result = wait(admin.list_consumer_groups(request_timeout=timeout), timeout, "the group list")
     if not result.valid and result.errors:
         raise ToolError(f"the group list: {error_line(result.errors[0])}")
@@ -54,12 +55,12 @@ def list_groups(bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[d
             for g in sorted(result.valid, key=lambda g: g.group_id)]
 
 
-def describe_group(bootstrap: str, group: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def describe_group(bootstrap: str, group: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
     """State, protocol (assignor), members with their assignments, and committed offsets per
     partition with lag = high watermark - committed offset."""
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     description = wait(admin.describe_consumer_groups([group], request_timeout=timeout)[group], timeout, f"group {group!r}")
     listed = wait(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group],
                   timeout, f"the offsets of group {group!r}")
@@ -84,7 +85,7 @@ def describe_group(bootstrap: str, group: str, *, timeout: float = DEFAULT_TIMEO
     offsets = []
     partitions = sorted(set(committed) | set(owner))
     if partitions:
-        consumer = watermark_consumer(bootstrap)
+        consumer = watermark_consumer(bootstrap, client=client)
         try:
             for topic, partition in partitions:
                 try:
@@ -127,8 +128,8 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return list_groups(args.bootstrap_servers, timeout=args.timeout)
+    return list_groups(args.bootstrap_servers, timeout=args.timeout, client=args.client)
 
 
 def _describe(args: argparse.Namespace) -> dict[str, Any]:
-    return describe_group(args.bootstrap_servers, args.group, timeout=args.timeout)
+    return describe_group(args.bootstrap_servers, args.group, timeout=args.timeout, client=args.client)

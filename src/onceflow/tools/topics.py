@@ -11,6 +11,7 @@ import argparse
 import concurrent.futures
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import (
     DEFAULT_TIMEOUT_S,
     ToolError,
@@ -24,11 +25,12 @@ from .common import (
 )
 
 
-def list_topics(bootstrap: str, *, include_internal: bool = False, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+def list_topics(bootstrap: str, *, include_internal: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
+                client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """One row per topic: name, partition count, internal?  Internal topics only with ``include_internal``."""
     from confluent_kafka import TopicCollection
 
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     metadata = admin.list_topics(timeout=timeout)
     names = sorted(metadata.topics)
     internal: dict[str, bool] = {}
@@ -45,18 +47,18 @@ def list_topics(bootstrap: str, *, include_internal: bool = False, timeout: floa
     return rows
 
 
-def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
     """The topic's partitions (leader, replicas, ISR, watermarks and last stable offset)
     and the configs that differ from their defaults."""
     from confluent_kafka import TopicCollection, TopicPartition
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
     description = wait(futures[topic], timeout, f"topic {topic!r}")
 
-    uncommitted = watermark_consumer(bootstrap, "read_uncommitted")
-    committed = watermark_consumer(bootstrap, "read_committed")
+    uncommitted = watermark_consumer(bootstrap, "read_uncommitted", client)
+    committed = watermark_consumer(bootstrap, "read_committed", client)
     partitions = []
     try:
         for info in sorted(description.partitions, key=lambda p: p.id):
@@ -93,11 +95,11 @@ def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEO
 
 
 def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, replication_factor: int | None = None,
-                 config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+                 config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """Create the topic (partition count and replication factor default to the broker's)."""
     from confluent_kafka.admin import NewTopic
 
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     new = NewTopic(topic, num_partitions=-1 if partitions is None else partitions,
                    replication_factor=-1 if replication_factor is None else replication_factor, config=dict(config or {}))
     futures = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
@@ -110,21 +112,21 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, r
     return [{"topic": topic, "partitions": count, "replication_factor": factor, "config": dict(config or {})}]
 
 
-def delete_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
-    admin = confluent_admin(bootstrap)
+def delete_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
+    admin = confluent_admin(bootstrap, client)
     futures = admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
     wait(futures[topic], timeout, f"topic {topic!r}")
     return [{"topic": topic, "deleted": True}]
 
 
 def delete_records(bootstrap: str, topic: str, offsets: dict[int, int], *,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+                   timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """Move each partition's log start offset up to its offset (-1: the high watermark), as
     ``kafka-delete-records`` does; one row per partition with its new low watermark.  If any
     partition fails, a ToolError names every one that did (the others have moved)."""
     from confluent_kafka import KafkaException, TopicPartition
 
-    admin = confluent_admin(bootstrap)
+    admin = confluent_admin(bootstrap, client)
     futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
                                    request_timeout=timeout, operation_timeout=timeout)
     rows: list[dict[str, Any]] = []
@@ -194,23 +196,23 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return list_topics(args.bootstrap_servers, include_internal=args.all, timeout=args.timeout)
+    return list_topics(args.bootstrap_servers, include_internal=args.all, timeout=args.timeout, client=args.client)
 
 
 def _describe(args: argparse.Namespace) -> dict[str, Any]:
-    return describe_topic(args.bootstrap_servers, args.topic, timeout=args.timeout)
+    return describe_topic(args.bootstrap_servers, args.topic, timeout=args.timeout, client=args.client)
 
 
 def _create(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.partitions is not None and args.partitions < 1:
         raise ToolError(f"--partitions must be at least 1, got {args.partitions}")
     return create_topic(args.bootstrap_servers, args.topic, partitions=args.partitions,
-                        replication_factor=args.replication_factor, config=dict(args.config), timeout=args.timeout)
+                        replication_factor=args.replication_factor, config=dict(args.config), timeout=args.timeout, client=args.client)
 
 
 def _delete(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return delete_topic(args.bootstrap_servers, args.topic, timeout=args.timeout)
+    return delete_topic(args.bootstrap_servers, args.topic, timeout=args.timeout, client=args.client)
 
 
 def _delete_records(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return delete_records(args.bootstrap_servers, args.topic, dict(args.offsets), timeout=args.timeout)
+    return delete_records(args.bootstrap_servers, args.topic, dict(args.offsets), timeout=args.timeout, client=args.client)

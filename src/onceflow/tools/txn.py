@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import DEFAULT_TIMEOUT_S, ToolError, add_command, add_family, error_line, iso_ms, kafka_python_admin
 
 #: Kafka's default transaction.max.timeout.ms.
@@ -45,11 +46,11 @@ STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
 
 
 def list_transactions(bootstrap: str, *, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None,
-                      min_duration_ms: int | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+                      min_duration_ms: int | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """The transactional ids the coordinators know, filtered by state, producer id and (ListTransactions v1)
     minimum running time."""
     wanted_states = [_state_name(s) for s in states or ()]
-    with kafka_python_admin(bootstrap, timeout) as admin:
+    with kafka_python_admin(bootstrap, timeout, client) as admin:
         by_broker = _call("ListTransactions", admin.list_transactions, state_filters=wanted_states or None,
                           producer_id_filters=list(producer_ids or ()) or None, duration_filter_ms=min_duration_ms)
     rows = [{"transactional_id": listing.transactional_id, "producer_id": listing.producer_id,
@@ -58,9 +59,9 @@ def list_transactions(bootstrap: str, *, states: Iterable[str] | None = None, pr
     return sorted(rows, key=lambda r: r["transactional_id"])
 
 
-def describe_transaction(bootstrap: str, transactional_id: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def describe_transaction(bootstrap: str, transactional_id: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
     """The coordinator's state of one transactional id (DescribeTransactions)."""
-    with kafka_python_admin(bootstrap, timeout) as admin:
+    with kafka_python_admin(bootstrap, timeout, client) as admin:
         from kafka.errors import TransactionalIdNotFoundError
 
         try:
@@ -82,10 +83,11 @@ def describe_transaction(bootstrap: str, transactional_id: str, *, timeout: floa
     }
 
 
-def describe_producers(bootstrap: str, topic: str, partition: int, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+def describe_producers(bootstrap: str, topic: str, partition: int, *, timeout: float = DEFAULT_TIMEOUT_S,
+                       client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """The partition leader's active producers (DescribeProducers); an open transaction shows as
     ``current_transaction_start_offset``."""
-    with kafka_python_admin(bootstrap, timeout) as admin:
+    with kafka_python_admin(bootstrap, timeout, client) as admin:
         from kafka.structs import TopicPartition
 
         tp = TopicPartition(topic, partition)
@@ -95,10 +97,10 @@ def describe_producers(bootstrap: str, topic: str, partition: int, *, timeout: f
 
 def find_hanging(bootstrap: str, *, topics: Iterable[str] | None = None,
                  max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
-                 timeout: float = DEFAULT_TIMEOUT_S, now_ms: int | None = None) -> list[dict[str, Any]]:
+                 timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS, now_ms: int | None = None) -> list[dict[str, Any]]:
     """Open transactions on the partitions of ``topics`` (default: every topic, internal ones included)
     that no coordinator will ever complete (see the module docstring)."""
-    with kafka_python_admin(bootstrap, timeout) as admin:
+    with kafka_python_admin(bootstrap, timeout, client) as admin:
         from kafka.structs import TopicPartition
 
         partitions = _partitions(admin, list(topics) if topics else None)
@@ -154,10 +156,10 @@ def find_hanging(bootstrap: str, *, topics: Iterable[str] | None = None,
 
 
 def abort_transaction(bootstrap: str, topic: str, partition: int, producer_id: int, *,
-                      timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+                      timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """KIP-664's abort: the producer's epoch and coordinator epoch from DescribeProducers, then an ABORT
     marker written by the partition leader (WriteTxnMarkers)."""
-    with kafka_python_admin(bootstrap, timeout) as admin:
+    with kafka_python_admin(bootstrap, timeout, client) as admin:
         from kafka.admin import AbortTransactionSpec
         from kafka.structs import TopicPartition
 
@@ -259,6 +261,7 @@ def _describe_each(admin: Any, transactional_ids: set[str]) -> dict[str, Any]:
 
 def fill(parser: argparse.ArgumentParser) -> None:
     """Define ``onceflow txn``'s commands and options on its parser."""
+    parser.set_defaults(kafka_python=True)  # -X settings are checked in kafka-python's words too
     actions = add_family(parser)
 
     p = add_command(actions, "list", "transactions known to the coordinators (ListTransactions)", _list, empty="no transactions")
@@ -291,24 +294,24 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
     return list_transactions(args.bootstrap_servers, states=args.state, producer_ids=args.producer_id,
-                             min_duration_ms=args.min_duration_ms, timeout=args.timeout)
+                             min_duration_ms=args.min_duration_ms, timeout=args.timeout, client=args.client)
 
 
 def _describe(args: argparse.Namespace) -> dict[str, Any]:
-    return describe_transaction(args.bootstrap_servers, args.transactional_id, timeout=args.timeout)
+    return describe_transaction(args.bootstrap_servers, args.transactional_id, timeout=args.timeout, client=args.client)
 
 
 def _producers(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return describe_producers(args.bootstrap_servers, args.topic, args.partition, timeout=args.timeout)
+    return describe_producers(args.bootstrap_servers, args.topic, args.partition, timeout=args.timeout, client=args.client)
 
 
 def _find_hanging(args: argparse.Namespace) -> list[dict[str, Any]]:
     return find_hanging(args.bootstrap_servers, topics=args.topic, max_transaction_timeout_ms=args.max_transaction_timeout_ms,
-                        timeout=args.timeout)
+                        timeout=args.timeout, client=args.client)
 
 
 def _abort(args: argparse.Namespace) -> list[dict[str, Any]]:
-    return abort_transaction(args.bootstrap_servers, args.topic, args.partition, args.producer_id, timeout=args.timeout)
+    return abort_transaction(args.bootstrap_servers, args.topic, args.partition, args.producer_id, timeout=args.timeout, client=args.client)
 
 
 __all__ = ["STATES", "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"]

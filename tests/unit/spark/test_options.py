@@ -580,3 +580,55 @@ def test_non_string_values_refused() -> None:
     options: Any = {**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": 10}
     err = source_error(options)
     assert "maxOffsetsPerTrigger" in str(err)
+
+
+# --------------------------------------------------------------------------- security settings (onceflow.clientconfig)
+
+_SECRET = "s3cr3t-Value"
+_JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{_SECRET}";'
+
+
+def test_spark_security_options_are_translated_for_librdkafka(tmp_path: Any) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    ca = tmp_path / "ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(tmp_path / "ca.key"), "-out", str(ca), "-days", "2", "-subj", "/CN=ca"],
+                   check=True, capture_output=True)
+    settings = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": _JAAS,
+                "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(ca),
+                "kafka.ssl.endpoint.identification.algorithm": ""}
+    for parsed in (source_with(settings), parse_sink_options({**BOOT, **settings}, streaming=True)):
+        params = parsed.kafka_params
+        assert (params["sasl.username"], params["sasl.password"]) == ("alice", _SECRET)
+        assert params["ssl.ca.location"] == str(ca)
+        assert params["ssl.endpoint.identification.algorithm"] == "none"
+        assert not {"sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type"} & set(params)
+        assert parsed.kafka_origins["sasl.password"] == "sasl.jaas.config"
+        assert _SECRET not in repr(parsed), "the options' repr leaves the client settings out"
+        assert pickle.loads(pickle.dumps(parsed)) == parsed
+
+
+@pytest.mark.parametrize(("settings", "option"), [
+    ({"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": _JAAS}, "kafka.sasl.jaas.config"),
+    ({"kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.jaas.config": _JAAS[:-1]}, "kafka.sasl.jaas.config"),
+    ({"kafka.ssl.truststore.location": "/nonexistent/truststore.jks"}, "kafka.ssl.truststore.location"),
+    ({"kafka.ssl.keystore.type": "JKS", "kafka.ssl.keystore.location": "/x.jks", "kafka.ssl.keystore.password": _SECRET},
+     "kafka.ssl.keystore.location"),
+    ({"kafka.security.protocol": "SASL_SSLX"}, "kafka.security.protocol"),
+    ({"kafka.ssl.enabled.protocols": "TLSv1.3"}, "kafka.ssl.enabled.protocols"),
+    ({"kafka.no.such.setting": "1"}, "kafka.no.such.setting"),
+])
+def test_bad_security_options_are_one_line_naming_them(settings: dict[str, str], option: str) -> None:
+    for err in (source_error({**BOOT, "subscribe": "t", **settings}), sink_error({**BOOT, **settings})):
+        assert err.option == option
+        assert f"Option '{option}'" in str(err)
+        assert _SECRET not in str(err) and "\n" not in str(err)
+
+
+def test_a_secret_that_is_not_a_string_is_not_quoted() -> None:
+    err = source_error({**BOOT, "subscribe": "t", "kafka.sasl.password": 12345})  # type: ignore[dict-item]
+    assert "12345" not in str(err)

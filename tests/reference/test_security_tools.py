@@ -1,0 +1,225 @@
+"""``onceflow acls`` and ``onceflow users`` against Apache Kafka, and the tools reaching a secured
+listener with Kafka's own client settings (a ``--command-config`` file with ``sasl.jaas.config`` and a
+PEM trust store).
+
+One Kafka node for the module, with the StandardAuthorizer and ``super.users=User:ANONYMOUS``, so
+that the PLAINTEXT listener is the administrator's, and a SASL_SSL listener (SCRAM-SHA-256, a PEM
+key store made here with openssl) for the users the tests create.  ``ADMIN`` and ``SECURED`` are
+what the tests know of the cluster: the same tests can be pointed at Onceflow's broker once it has
+these APIs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onceflow.broker.process import free_port
+from onceflow.reference import KafkaCluster
+
+SECRET = "alice-s3cr3t"
+
+
+@dataclass(frozen=True)
+class Secured:
+    admin: str  # PLAINTEXT, authorized as the super user
+    secured: str  # SASL_SSL, SCRAM-SHA-256
+    ca: Path  # the CA that signed the broker's certificate (PEM)
+
+
+def _certificates(directory: Path) -> tuple[Path, Path]:
+    """A CA and the broker's PEM key store (PKCS#8 key, certificate for 127.0.0.1 and localhost)."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.pem", "-days", "2", "-subj", "/CN=onceflow-test-ca")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key",
+            "-out", "server.csr", "-subj", "/CN=localhost")
+    (directory / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+            "server.crt", "-days", "2", "-extfile", "san.cnf")
+    openssl("pkcs8", "-topk8", "-nocrypt", "-in", "server.key", "-out", "server.p8")
+    keystore = directory / "server.pem"
+    keystore.write_text("".join((directory / name).read_text() for name in ("server.p8", "server.crt", "ca.pem")))
+    return directory / "ca.pem", keystore
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    ca, keystore = _certificates(tmp_path_factory.mktemp("tls"))
+    kafka = KafkaCluster(overrides={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }, heap="512m", data_dir=tmp_path_factory.mktemp("kafka-secured"))
+    node = kafka.nodes[1]
+    secured = free_port()
+    kafka.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port},"
+                     f"SASL_SSL://127.0.0.1:{secured}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_SSL://127.0.0.1:{secured}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+    })
+    with kafka:
+        yield Secured(kafka.bootstrap_servers, f"127.0.0.1:{secured}", ca)
+
+
+def onceflow(bootstrap: str, *args: str, stdin: str | None = None, timeout: str = "15") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "onceflow", *args, "--bootstrap-servers", bootstrap, "--timeout", timeout],
+                          capture_output=True, text=True, timeout=120, input=stdin)
+
+
+def ok(bootstrap: str, *args: str, stdin: str | None = None) -> Any:
+    proc = onceflow(bootstrap, *args, "--json", stdin=stdin)
+    assert proc.returncode == 0, f"{args}: {proc.stderr}"
+    assert SECRET not in proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def failed(bootstrap: str, *args: str, status: int = 1, stdin: str | None = None) -> str:
+    proc = onceflow(bootstrap, *args, stdin=stdin, timeout="4")
+    assert proc.returncode == status, proc
+    assert proc.stdout == "" and "Traceback" not in proc.stderr and SECRET not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    return proc.stderr
+
+
+def command_config(directory: Path, cluster: Secured, user: str, password: str) -> Path:
+    """A client.properties as kafka-console-producer.sh --command-config takes it: Java's names."""
+    path = directory / f"{user}.properties"
+    path.write_text("security.protocol=SASL_SSL\n"
+                    "sasl.mechanism=SCRAM-SHA-256\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+                    f'    username="{user}" password="{password}";\n'
+                    "ssl.truststore.type=PEM\n"
+                    f"ssl.truststore.location={cluster.ca}\n")
+    return path
+
+
+def test_users_add_list_and_remove(cluster: Secured) -> None:
+    added = ok(cluster.admin, "users", "add", "bob", "--password-stdin", "--mechanism", "scram-sha-512", "--iterations", "8192",
+               stdin=f"{SECRET}\n")
+    assert added == [{"user": "bob", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+    ok(cluster.admin, "users", "add", "bob", "--password", SECRET)  # SCRAM-SHA-256, 4096 iterations
+    assert ok(cluster.admin, "users", "list", "bob") == [
+        {"user": "bob", "mechanism": "SCRAM-SHA-256", "iterations": 4096},
+        {"user": "bob", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+    table = onceflow(cluster.admin, "users", "list").stdout.splitlines()
+    assert table[0].split() == ["USER", "MECHANISM", "ITERATIONS"]
+    assert ok(cluster.admin, "users", "remove", "bob", "--mechanism", "SCRAM-SHA-512") == [
+        {"user": "bob", "mechanism": "SCRAM-SHA-512", "removed": True}]
+    assert ok(cluster.admin, "users", "remove", "bob") == [{"user": "bob", "mechanism": "SCRAM-SHA-256", "removed": True}]
+    assert ok(cluster.admin, "users", "list") == []
+    assert "no SCRAM credentials" in failed(cluster.admin, "users", "remove", "bob")
+    assert "--iterations must be from 4096" in failed(cluster.admin, "users", "add", "bob", "--password", SECRET,
+                                                      "--iterations", "100", status=2)
+
+
+def test_acls_add_list_and_remove(cluster: Secured) -> None:
+    added = ok(cluster.admin, "acls", "add", "--allow-principal", "User:carol", "--allow-principal", "User:dave",
+               "--operation", "Read", "--operation", "describe", "--topic", "orders", "--group", "billing")
+    assert len(added) == 2 * 2 * 2
+    ok(cluster.admin, "acls", "add", "--deny-principal", "User:carol", "--deny-host", "10.0.0.1", "--operation", "Write",
+       "--topic", "orders-", "--resource-pattern-type", "prefixed")
+    ok(cluster.admin, "acls", "add", "--allow-principal", "User:carol", "--operation", "IdempotentWrite", "--cluster")
+    ok(cluster.admin, "acls", "add", "--allow-principal", "User:carol", "--operation", "Write", "--transactional-id", "tx-1")
+
+    carol = ok(cluster.admin, "acls", "list", "--principal", "User:carol")
+    assert {(r["resource_type"], r["resource_name"], r["pattern_type"], r["operation"], r["permission"], r["host"])
+            for r in carol} == {
+        ("TOPIC", "orders", "LITERAL", "READ", "ALLOW", "*"), ("TOPIC", "orders", "LITERAL", "DESCRIBE", "ALLOW", "*"),
+        ("GROUP", "billing", "LITERAL", "READ", "ALLOW", "*"), ("GROUP", "billing", "LITERAL", "DESCRIBE", "ALLOW", "*"),
+        ("TOPIC", "orders-", "PREFIXED", "WRITE", "DENY", "10.0.0.1"),
+        ("CLUSTER", "kafka-cluster", "LITERAL", "IDEMPOTENT_WRITE", "ALLOW", "*"),
+        ("TRANSACTIONAL_ID", "tx-1", "LITERAL", "WRITE", "ALLOW", "*")}
+    assert {r["principal"] for r in ok(cluster.admin, "acls", "list", "--topic", "orders")} == {"User:carol", "User:dave"}
+    matching = ok(cluster.admin, "acls", "list", "--topic", "orders-eu", "--resource-pattern-type", "match")
+    assert [(r["resource_name"], r["permission"]) for r in matching] == [("orders-", "DENY")]
+    assert onceflow(cluster.admin, "acls", "list", "--group", "billing").stdout.splitlines()[0].split() == [
+        "PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "RESOURCE-TYPE", "RESOURCE-NAME", "PATTERN-TYPE"]
+
+    removed = ok(cluster.admin, "acls", "remove", "--allow-principal", "User:dave", "--topic", "orders")
+    assert {(r["principal"], r["operation"]) for r in removed} == {("User:dave", "READ"), ("User:dave", "DESCRIBE")}
+    assert ok(cluster.admin, "acls", "remove", "--allow-principal", "User:dave", "--topic", "orders") == []
+    everything = ok(cluster.admin, "acls", "remove", "--allow-principal", "User:carol")
+    assert len(everything) == 6, "every ALLOW of carol's, on any resource, from any host"
+    assert ok(cluster.admin, "acls", "remove", "--deny-principal", "User:carol", "--topic", "orders-",
+              "--resource-pattern-type", "prefixed") != []
+    assert [r for r in ok(cluster.admin, "acls", "list") if r["principal"] in ("User:carol", "User:dave")] == [
+        {"principal": "User:dave", "host": "*", "operation": "DESCRIBE", "permission": "ALLOW", "resource_type": "GROUP",
+         "resource_name": "billing", "pattern_type": "LITERAL"},
+        {"principal": "User:dave", "host": "*", "operation": "READ", "permission": "ALLOW", "resource_type": "GROUP",
+         "resource_name": "billing", "pattern_type": "LITERAL"}]
+
+
+def test_acls_usage_errors_are_status_2(cluster: Secured) -> None:
+    assert "does not apply to a group" in failed(cluster.admin, "acls", "add", "--allow-principal", "User:x", "--operation",
+                                                 "Write", "--group", "g", status=2)
+    assert "name a resource" in failed(cluster.admin, "acls", "add", "--allow-principal", "User:x", "--operation", "Read",
+                                       status=2)
+    assert "name what to remove" in failed(cluster.admin, "acls", "remove", status=2)
+    bad = onceflow(cluster.admin, "acls", "add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t")
+    assert bad.returncode == 2 and "User:alice" in bad.stderr
+
+
+def test_a_scram_user_reaches_the_secured_listener_with_kafkas_client_settings(cluster: Secured, tmp_path: Path) -> None:
+    ok(cluster.admin, "users", "add", "alice", "--password-stdin", stdin=f"{SECRET}\n")
+    ok(cluster.admin, "acls", "add", "--allow-principal", "User:alice", "--operation", "Create", "--operation", "Describe",
+       "--topic", "alice-", "--resource-pattern-type", "prefixed")
+    config = command_config(tmp_path, cluster, "alice", SECRET)
+
+    created = ok(cluster.secured, "topics", "create", "alice-orders", "--command-config", str(config))
+    assert created[0]["topic"] == "alice-orders"
+    assert [r["topic"] for r in ok(cluster.secured, "topics", "list", "--command-config", str(config))] == ["alice-orders"]
+    assert ok(cluster.secured, "txn", "list", "--command-config", str(config)) == []  # kafka-python, the same settings
+    # The same through -X alone, in librdkafka's names.
+    assert ok(cluster.secured, "topics", "list", "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256",
+              "-X", "sasl.username=alice", "-X", f"sasl.password={SECRET}", "-X", f"ssl.ca.location={cluster.ca}") != []
+
+    wrong = command_config(tmp_path, cluster, "mallory", "not-it")
+    assert "onceflow topics list:" in failed(cluster.secured, "topics", "list", "--command-config", str(wrong))
+    assert "onceflow topics list:" in failed(cluster.secured, "topics", "list", "-X", "security.protocol=SSL",
+                                             "-X", f"ssl.ca.location={cluster.ca}")
+
+
+def test_the_spark_connector_reaches_the_secured_listener_with_sparks_options(cluster: Secured) -> None:
+    """The connector's own clients (no Spark session: its driver-side client, from parsed options) with
+    the options a Spark user writes for Spark's Kafka connector: kafka.sasl.jaas.config, a PEM trust store."""
+    from onceflow.spark.kafka import KafkaAdmin
+    from onceflow.spark.options import parse_sink_options, parse_source_options
+
+    ok(cluster.admin, "users", "add", "erin", "--password-stdin", stdin=f"{SECRET}\n")
+    ok(cluster.admin, "acls", "add", "--allow-principal", "User:erin", "--operation", "Describe", "--operation", "Read",
+       "--topic", "erin-events")
+    ok(cluster.admin, "topics", "create", "erin-events", "--partitions", "2")
+    spark_options = {
+        "kafka.bootstrap.servers": cluster.secured,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                  f'username="erin" password="{SECRET}";',
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(cluster.ca),
+    }
+    source = parse_source_options({**spark_options, "subscribe": "erin-events"}, streaming=False)
+    admin = KafkaAdmin(source.bootstrap_servers, source.kafka_params, 15)
+    partitions = admin.partitions(source.subscription)
+    assert partitions == [("erin-events", 0), ("erin-events", 1)]
+    assert admin.latest(partitions) == {("erin-events", 0): 0, ("erin-events", 1): 0}
+    assert SECRET not in repr(source) and SECRET not in repr(parse_sink_options({**spark_options, "topic": "t"},
+                                                                                streaming=False))
