@@ -2,17 +2,15 @@
 listener with Kafka's own client settings (a ``--command-config`` file with ``sasl.jaas.config`` and a
 PEM trust store).
 
-One Kafka node for the module, with the StandardAuthorizer and ``super.users=User:ANONYMOUS``, so
-that the PLAINTEXT listener is the administrator's, and a SASL_SSL listener (SCRAM-SHA-256, a PEM
-key store made here with openssl) for the users the tests create.  ``ADMIN`` and ``SECURED`` are
-what the tests know of the cluster: the same tests can be pointed at Onceflow's broker once it has
-these APIs.
+Each test runs against Apache Kafka and against Onceflow's broker process, configured the same
+way: the StandardAuthorizer and ``super.users=User:ANONYMOUS``, so that the PLAINTEXT listener is
+the administrator's, and a SASL_SSL listener (SCRAM-SHA-256, a PEM key store made with
+``onceflow.security.certs``) for the users the tests create.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from onceflow.broker.process import free_port
+from onceflow.broker.process import BrokerProcess, free_port
 from onceflow.reference import KafkaCluster
+from onceflow.security.certs import CertificateAuthority
 
 SECRET = "alice-s3cr3t"
 
@@ -36,44 +35,52 @@ class Secured:
 
 
 def _certificates(directory: Path) -> tuple[Path, Path]:
-    """A CA and the broker's PEM key store (PKCS#8 key, certificate for 127.0.0.1 and localhost)."""
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
-            "-out", "ca.pem", "-days", "2", "-subj", "/CN=onceflow-test-ca")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key",
-            "-out", "server.csr", "-subj", "/CN=localhost")
-    (directory / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
-            "server.crt", "-days", "2", "-extfile", "san.cnf")
-    openssl("pkcs8", "-topk8", "-nocrypt", "-in", "server.key", "-out", "server.p8")
-    keystore = directory / "server.pem"
-    keystore.write_text("".join((directory / name).read_text() for name in ("server.p8", "server.crt", "ca.pem")))
-    return directory / "ca.pem", keystore
+    """A CA and the broker's PEM key store (PKCS#8 key, certificate chain for 127.0.0.1 and localhost)."""
+    ca = CertificateAuthority(directory)
+    return ca.location, ca.issue("server", "CN=localhost", hosts=("localhost", "127.0.0.1")).keystore
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    ca, keystore = _certificates(tmp_path_factory.mktemp("tls"))
-    kafka = KafkaCluster(overrides={
+def _secured_settings(keystore: Path, secured: int) -> dict[str, str]:
+    """The same settings for both brokers: Kafka's names, read by each."""
+    return {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:ANONYMOUS",
-    }, heap="512m", data_dir=tmp_path_factory.mktemp("kafka-secured"))
-    node = kafka.nodes[1]
-    secured = free_port()
-    kafka.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port},"
-                     f"SASL_SSL://127.0.0.1:{secured}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_SSL://127.0.0.1:{secured}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
+    }
+
+
+@pytest.fixture(scope="module", params=["kafka", "onceflow"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """A secured cluster: Apache Kafka, then Onceflow's broker process, configured the same way."""
+    ca, keystore = _certificates(tmp_path_factory.mktemp("tls"))
+    secured = free_port()
+    if request.param == "onceflow":
+        port = free_port()
+        proc = BrokerProcess(tmp_path_factory.mktemp("onceflow-secured") / "data", {
+            **_secured_settings(keystore, secured),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secured}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        }, port=port)
+        proc.start()
+        try:
+            yield Secured(proc.bootstrap_servers, f"127.0.0.1:{secured}", ca)
+        finally:
+            proc.stop()
+        return
+    kafka = KafkaCluster(overrides={"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                    "super.users": "User:ANONYMOUS"},
+                         heap="512m", data_dir=tmp_path_factory.mktemp("kafka-secured"))
+    node = kafka.nodes[1]
+    kafka.overrides.update({
+        **_secured_settings(keystore, secured),
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port},"
+                     f"SASL_SSL://127.0.0.1:{secured}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_SSL://127.0.0.1:{secured}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
     })
     with kafka:
         yield Secured(kafka.bootstrap_servers, f"127.0.0.1:{secured}", ca)
