@@ -156,3 +156,33 @@ def test_the_owner_commits_offsets_in_its_transaction_and_the_intruder_sees_none
     described = mallory.describe_consumer_groups([GROUP], request_timeout=TIMEOUT_S)[GROUP]
     with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED|uthoriz"):
         described.result()
+
+
+def test_an_open_transaction_is_listed_to_its_owner_and_the_operator_but_not_to_the_intruder(broker: EmbeddedBroker) -> None:
+    """ListTransactions and DescribeTransactions through ``onceflow txn`` (kafka-python), each principal
+    logged in with its own SCRAM settings."""
+    from onceflow.clientconfig import translate
+    from onceflow.tools.common import ToolError
+    from onceflow.tools.txn import describe_transaction, list_transactions
+
+    txn = f"{TXN}-{uuid.uuid4().hex[:6]}"
+    alice = Producer(_as(broker, "alice", **{"transactional.id": txn}))
+    alice.init_transactions(TIMEOUT_S)
+    alice.begin_transaction()
+    alice.produce(OUT, b"open")
+    alice.flush(TIMEOUT_S)
+
+    def listed(user: str | None) -> set[str]:
+        if user is None:
+            return {r["transactional_id"] for r in list_transactions(broker.listeners["PLAINTEXT"], timeout=TIMEOUT_S)}
+        settings = translate({k: str(v) for k, v in _as(broker, user).items() if k != "bootstrap.servers"})
+        return {r["transactional_id"] for r in list_transactions(broker.listeners["SASL_PLAINTEXT"], timeout=TIMEOUT_S,
+                                                                  client=settings)}
+
+    assert txn in listed(None) and txn in listed("alice")  # her WRITE on the prefix implies DESCRIBE
+    assert not {t for t in listed("mallory") if t.startswith(TXN)}, "alice's transactions are hidden from mallory"
+    mallory = translate({k: str(v) for k, v in _as(broker, "mallory").items() if k != "bootstrap.servers"})
+    with pytest.raises(ToolError, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED|uthoriz"):
+        describe_transaction(broker.listeners["SASL_PLAINTEXT"], txn, timeout=TIMEOUT_S, client=mallory)
+    alice.commit_transaction(TIMEOUT_S)
+    assert b"open" in _committed_values(broker, OUT)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,3 +231,77 @@ def test_the_spark_connector_reaches_the_secured_listener_with_sparks_options(cl
     assert admin.latest(partitions) == {("erin-events", 0): 0, ("erin-events", 1): 0}
     assert SECRET not in repr(source) and SECRET not in repr(parse_sink_options({**spark_options, "topic": "t"},
                                                                                 streaming=False))
+
+
+def test_the_exactly_once_spark_sink_runs_over_sasl_ssl_with_scram(spark: Any, cluster: Secured, tmp_path: Path) -> None:
+    """A real Spark micro-batch query, read_committed source to exactly-once sink, as a SCRAM user over
+    SASL_SSL with the grants docs/security.md gives a pipeline: READ on its input and group, WRITE on
+    its output, its transactional ids (``onceflow-sink-``) and its progress topic (``onceflow-progress-``,
+CREATE included); its readers' generated groups (``onceflow-spark-source-``) may be read."""
+    from tests.integration.spark.support import assert_exactly_once, inputs, read_topic, run_available_now, upper
+
+    src, dst = f"pay-in-{uuid.uuid4().hex[:6]}", f"pay-out-{uuid.uuid4().hex[:6]}"
+    ok(cluster.admin, "topics", "create", src, "--partitions", "2")
+    ok(cluster.admin, "topics", "create", dst, "--partitions", "2")
+    committed = inputs(cluster.admin, src, 200)
+    ok(cluster.admin, "users", "add", "pipeline", "--password-stdin", stdin=f"{SECRET}\n")
+    grant = ("acls", "add", "--allow-principal", "User:pipeline")
+    ok(cluster.admin, *grant, "--operation", "Read", "--operation", "Describe", "--topic", src)
+    ok(cluster.admin, *grant, "--operation", "Write", "--operation", "Describe", "--topic", dst)
+    ok(cluster.admin, *grant, "--operation", "All", "--topic", "onceflow-progress-", "--resource-pattern-type", "prefixed")
+    ok(cluster.admin, *grant, "--operation", "Write", "--operation", "Describe", "--transactional-id", "onceflow-sink-",
+       "--resource-pattern-type", "prefixed")
+    ok(cluster.admin, *grant, "--operation", "Read", "--group", "onceflow-spark-source-", "--resource-pattern-type", "prefixed")
+    secured = {
+        "kafka.bootstrap.servers": cluster.secured,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                  f'username="pipeline" password="{SECRET}";',
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(cluster.ca),
+    }
+    reader = spark.readStream.format("onceflow").option("subscribe", src).option("startingOffsets", "earliest")
+    for key, value in {**secured, "maxOffsetsPerTrigger": "80"}.items():
+        reader = reader.option(key, value)
+    query = run_available_now(upper(reader.load()), {**secured, "topic": dst}, str(tmp_path / "checkpoint"))
+    assert [p for p in query.recentProgress if p["numInputRows"]], "micro-batches ran"
+    assert_exactly_once(read_topic(cluster.admin, dst, [0, 1]), committed)
+
+
+def test_kafkas_own_tools_manage_scram_users_and_acls_and_produce_with_a_command_config(cluster: Secured,
+                                                                                        tmp_path: Path) -> None:
+    """kafka-configs (SCRAM users), kafka-acls and kafka-console-producer --command-config give the same
+    answers from both brokers."""
+    from onceflow.reference import run_java
+    from tests.integration.spark.support import read_topic
+
+    user, topic = f"kt{uuid.uuid4().hex[:6]}", f"kt-{uuid.uuid4().hex[:6]}"
+    ok(cluster.admin, "topics", "create", topic)
+    done = run_java("kafka-configs", ["--bootstrap-server", cluster.admin, "--alter", "--entity-type", "users",
+                                      "--entity-name", user, "--add-config",
+                                      f"SCRAM-SHA-256=[iterations=4096,password={SECRET}]"])
+    assert done.returncode == 0, done.stderr
+    described = run_java("kafka-configs", ["--bootstrap-server", cluster.admin, "--describe", "--entity-type", "users",
+                                           "--entity-name", user])
+    assert "SCRAM-SHA-256=iterations=4096" in described.stdout, described.stdout + described.stderr
+    acl = run_java("org.apache.kafka.tools.AclCommand", ["--bootstrap-server", cluster.admin, "--add", "--allow-principal",
+                                                         f"User:{user}", "--operation", "Write", "--operation", "Describe",
+                                                         "--topic", topic])
+    assert acl.returncode == 0, acl.stderr
+    listed = run_java("org.apache.kafka.tools.AclCommand", ["--bootstrap-server", cluster.admin, "--list", "--topic", topic])
+    assert f"principal=User:{user}" in listed.stdout and "operation=WRITE" in listed.stdout, listed.stdout
+    assert ok(cluster.admin, "acls", "list", "--topic", topic, "--principal", f"User:{user}") != []
+
+    config = command_config(tmp_path, cluster, user, SECRET)
+    produced = run_java("org.apache.kafka.tools.ConsoleProducer", ["--bootstrap-server", cluster.secured, "--topic", topic,
+                                                                  "--command-config", str(config)], input="one\ntwo\n")
+    assert produced.returncode == 0, produced.stderr
+    assert read_topic(cluster.admin, topic, [0]) == [b"one", b"two"]
+    stranger = command_config(tmp_path, cluster, user, "wrong-password")
+    refused = run_java("org.apache.kafka.tools.ConsoleProducer", ["--bootstrap-server", cluster.secured, "--topic", topic,
+                                                                 "--command-config", str(stranger),
+                                                                 "--producer-property", "max.block.ms=5000"],
+                       input="three\n")
+    assert "Authentication failed" in refused.stderr or "SaslAuthenticationException" in refused.stderr, refused.stderr
+    assert read_topic(cluster.admin, topic, [0]) == [b"one", b"two"]
