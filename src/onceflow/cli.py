@@ -74,6 +74,14 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"onceflow broker: {exc}", file=sys.stderr)
         return 2
     host, port = args.listen
+    if args.add_scram:
+        from .security.credentials import add_users, parse_add_scram
+
+        try:
+            add_users(args.data_dir, [parse_add_scram(spec) for spec in args.add_scram])
+        except ValueError as exc:
+            print(f"onceflow broker: {exc}", file=sys.stderr)
+            return 2
     tune_process_allocator()
 
     async def run() -> None:
@@ -190,6 +198,10 @@ def _broker_options(b: argparse.ArgumentParser) -> None:
                    help="HOST:PORT to serve (default 127.0.0.1:9092); also advertised, unless advertised.listeners says otherwise")
     b.add_argument("--config", help="a Kafka server.properties file")
     b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
+    b.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
+                   help="store a SCRAM user before starting, as kafka-storage format --add-scram: "
+                        "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; the first users of a "
+                        "cluster every listener of which needs SASL)")
     b.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at /metrics and the console at / on this port (metrics.port; 0: any free port)")
     b.set_defaults(func=cmd_broker)

@@ -283,3 +283,24 @@ def test_scram_credentials_survive_a_restart(tmp_path: Path) -> None:
         conf = {"bootstrap.servers": second.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "erin", "sasl.password": "erin-secret"}
         assert _logs_in(conf)
+
+
+def test_a_broker_whose_every_listener_needs_sasl_is_reached_through_its_first_users(tmp_path: Path) -> None:
+    """``scram_users`` (``onceflow broker --add-scram``): the admin exists before anyone could create it."""
+    import subprocess
+    import sys
+
+    settings = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:admin"}
+    with EmbeddedBroker(tmp_path / "data", scram_users={"admin": "admin-secret"}, **settings) as running:
+        conf = {"bootstrap.servers": running.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": "admin-secret"}
+        admin = AdminClient(conf)
+        for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "frank", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"frank-secret")]).values():
+            future.result(TIMEOUT_S)
+        assert _logs_in(conf | {"sasl.username": "frank", "sasl.password": "frank-secret"})
+    refused = subprocess.run([sys.executable, "-m", "onceflow", "broker", "--data-dir", str(tmp_path / "other"),
+                              "--add-scram", "SCRAM-SHA-256=[name=x]"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "password are required" in refused.stderr

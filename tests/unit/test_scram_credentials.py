@@ -240,3 +240,26 @@ def test_mechanism_codes_are_kips() -> None:
     assert [(m.name, m.code, m.min_iterations, m.max_iterations) for m in (SCRAM_SHA_256, SCRAM_SHA_512)] == [
         ("SCRAM-SHA-256", 1, 4096, 16384), ("SCRAM-SHA-512", 2, 4096, 16384)]
     assert isinstance(SCRAM_SHA_256, ScramMechanism)
+
+
+def test_add_scram_takes_kafka_storages_form(tmp_path: Path) -> None:
+    from onceflow.security.credentials import add_users, parse_add_scram
+    from onceflow.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, make_credential
+
+    first = parse_add_scram('SCRAM-SHA-256=[name=alice,password=alice-secret]')
+    assert (first.user, first.mechanism, first.iterations, len(first.salt)) == ("alice", 1, 4096, 32)
+    salted = parse_add_scram('scram-sha-512=[name="bob",password="b0b",iterations=8192,salt="c2FsdHk="]')
+    assert (salted.user, salted.mechanism, salted.iterations, salted.salt) == ("bob", 2, 8192, b"salty")
+    add_users(tmp_path, [first, salted])
+    store = ScramCredentialStore(tmp_path)
+    assert store.lookup("bob", SCRAM_SHA_512) == make_credential(SCRAM_SHA_512, "b0b", b"salty", 8192)
+    assert store.lookup("alice", SCRAM_SHA_256) is not None and "alice-secret" not in store.path.read_text()
+    for bad, message in (("alice:secret", "expected SCRAM-SHA-256"), ("SCRAM-SHA-1=[name=a,password=b]", "expected"),
+                         ("SCRAM-SHA-256=[name=a]", "password are required"),
+                         ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "unknown: colour"),
+                         ("SCRAM-SHA-256=[name=a,password=b,iterations=many]", "SCRAM-SHA-256"),
+                         ("SCRAM-SHA-256=[name=a,password=b,salt=!!]", "SCRAM-SHA-256")):
+        with pytest.raises(ValueError, match=message):
+            parse_add_scram(bad)
+    with pytest.raises(ValueError, match="--add-scram a"):
+        add_users(tmp_path, [parse_add_scram("SCRAM-SHA-256=[name=a,password=b,iterations=100]")])

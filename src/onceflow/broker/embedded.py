@@ -6,7 +6,9 @@
 It binds a free loopback port, keeps its data in a temporary directory
 (removed on exit) unless ``data_dir`` is given, and accepts Kafka broker
 settings as keyword overrides: ``EmbeddedBroker(**{"num.partitions": 3})``
-or ``EmbeddedBroker(config={"num.partitions": 3})``.
+or ``EmbeddedBroker(config={"num.partitions": 3})``.  ``scram_users={"alice":
+"secret"}`` stores SCRAM credentials (both mechanisms) before it starts, so a
+broker whose listeners all need SASL can be reached (docs/security.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         port: int = 0,
         config: dict[str, Any] | None = None,
+        scram_users: dict[str, str] | None = None,
         **overrides: Any,
     ) -> None:
         self._own_dir = data_dir is None
@@ -39,6 +42,8 @@ class EmbeddedBroker:
         settings = dict(config or {})
         settings.update(overrides)
         self.config = BrokerConfig(settings)
+        #: SCRAM users stored before the start, for both mechanisms (``onceflow broker --add-scram``).
+        self._scram_users = dict(scram_users or {})
         self._host = host
         self._port = port
         self._thread: threading.Thread | None = None
@@ -97,6 +102,12 @@ class EmbeddedBroker:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
+        if self._scram_users:
+            from ..security.credentials import add_users, parse_add_scram
+
+            add_users(self.data_dir, [parse_add_scram(f"{mechanism}=[name={name},password={password}]")
+                                      for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                                      for name, password in self._scram_users.items()])
         broker = Broker(self.config, self.data_dir, self._host, self._port)
         await broker.start()
         self._broker = broker

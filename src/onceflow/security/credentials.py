@@ -38,6 +38,8 @@ import base64
 import binascii
 import json
 import logging
+import re
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +48,15 @@ from typing import Any
 
 from ..fileio import atomic_write
 from ..protocol.errors import ErrorCode
-from .scram import BY_CODE, BY_NAME, ScramCredential, ScramMechanism, credential_from_salted_password
+from .scram import (
+    BY_CODE,
+    BY_NAME,
+    MECHANISMS,
+    ScramCredential,
+    ScramMechanism,
+    credential_from_salted_password,
+    salted_password,
+)
 
 log = logging.getLogger(__name__)
 
@@ -263,3 +273,50 @@ def _decode(fields: Mapping[str, Any]) -> ScramCredential:
     if not isinstance(iterations, int) or iterations <= 0:
         raise ValueError(f"iterations {iterations!r}")
     return ScramCredential(raw("salt"), raw("stored_key"), raw("server_key"), iterations)
+
+
+# -- the first users (Kafka's ``kafka-storage format --add-scram``) -----------------------------------
+
+#: kafka-storage's iterations when --add-scram names none.
+DEFAULT_ITERATIONS = 4096
+_ADD_SCRAM = re.compile(r"^\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*$", re.IGNORECASE)
+
+
+def parse_add_scram(spec: str) -> ScramUpsertion:
+    """``SCRAM-SHA-256=[name=alice,password=alice-secret]`` (optionally ``iterations=8192`` and a
+    base64 ``salt=...``), the form ``kafka-storage format --add-scram`` takes; values may be quoted.
+    Raises ValueError naming what is wrong."""
+    match = _ADD_SCRAM.match(spec)
+    if match is None:
+        raise ValueError(f"--add-scram {spec!r}: expected SCRAM-SHA-256=[name=USER,password=PASSWORD] "
+                         "(or SCRAM-SHA-512)")
+    mechanism = next(m for m in MECHANISMS if m.name == match.group(1).upper())
+    fields: dict[str, str] = {}
+    for part in match.group(2).split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"--add-scram: expected key=value, got {part.strip()!r}")
+        fields[key.strip()] = value.strip().strip('"')
+    unknown = set(fields) - {"name", "password", "iterations", "salt"}
+    if unknown or "name" not in fields or "password" not in fields:
+        raise ValueError(f"--add-scram {mechanism.name}: name and password are required; iterations and salt "
+                         f"are optional{'; unknown: ' + ', '.join(sorted(unknown)) if unknown else ''}")
+    try:
+        iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+        salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else secrets.token_bytes(32)
+    except (ValueError, binascii.Error) as exc:
+        raise ValueError(f"--add-scram {mechanism.name}: {exc}") from None
+    return ScramUpsertion(fields["name"], mechanism.code, iterations, salt,
+                          salted_password(mechanism, fields["password"], salt, iterations))
+
+
+def add_users(data_dir: str | Path, upsertions: Sequence[ScramUpsertion]) -> None:
+    """Store the first users' credentials before the broker starts (so that a cluster whose every
+    listener needs SASL can be reached at all); raises ValueError on one AlterUserScramCredentials
+    would refuse."""
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    store = ScramCredentialStore(Path(data_dir))
+    for upsertion in upsertions:  # one at a time: a user may have both mechanisms
+        for result in store.alter((), [upsertion]):
+            if result.error is not ErrorCode.none:
+                raise ValueError(f"--add-scram {result.user}: {result.message or result.error.name}")
