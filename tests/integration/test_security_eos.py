@@ -4,7 +4,7 @@
 output topic, READ on her input topic and group.  ``User:mallory`` may
 write her own topic and transactional id, and nothing of alice's.  The
 operator is the PLAINTEXT listener's ``User:ANONYMOUS``, a super user.
-Each refusal must leave alice's transaction, offsets and topics as they were,
+Each refusal must leave alice's transaction, offsets and topics as they were (every API family is tried),
 and show mallory nothing of them.
 """
 
@@ -186,3 +186,66 @@ def test_an_open_transaction_is_listed_to_its_owner_and_the_operator_but_not_to_
         describe_transaction(broker.listeners["SASL_PLAINTEXT"], txn, timeout=TIMEOUT_S, client=mallory)
     alice.commit_transaction(TIMEOUT_S)
     assert b"open" in _committed_values(broker, OUT)
+
+
+def _refused(future_or_call: Any) -> str:
+    """The error text of a refused admin call (a future, or a callable that raises)."""
+    try:
+        result = future_or_call() if callable(future_or_call) else future_or_call.result(TIMEOUT_S)
+    except KafkaException as exc:
+        return str(exc)
+    raise AssertionError(f"not refused: {result!r}")
+
+
+def test_every_api_family_refuses_the_intruder_with_kafkas_code_and_changes_nothing(broker: EmbeddedBroker) -> None:
+    """The same calls as the operator succeed; as mallory each is refused with its code, and the
+    topics, configs, partitions, records and group offsets are as they were."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    operator, mallory = AdminClient(_operator(broker)), AdminClient(_as(broker, "mallory"))
+    before = (_group_offsets(operator), _committed_values(broker, OUT),
+              operator.list_topics(timeout=TIMEOUT_S).topics[OUT].partitions.keys())
+    out_config = ConfigResource(ConfigResource.Type.TOPIC, OUT)
+    assert next(iter(operator.describe_configs([out_config]).values())).result(TIMEOUT_S)
+    cases = {
+        "DescribeConfigs": (lambda: next(iter(mallory.describe_configs([out_config]).values())).result(TIMEOUT_S),
+                            "TOPIC_AUTHORIZATION_FAILED"),
+        "CreatePartitions": (lambda: next(iter(mallory.create_partitions([NewPartitions(OUT, 3)]).values())).result(TIMEOUT_S),
+                             "TOPIC_AUTHORIZATION_FAILED"),
+        "DeleteTopics": (lambda: next(iter(mallory.delete_topics([OUT]).values())).result(TIMEOUT_S),
+                         "TOPIC_AUTHORIZATION_FAILED"),
+        # librdkafka asks Metadata for the leaders first, which hides the topic (the broker's own
+        # DeleteRecords refusal is tests/unit/broker/test_acl_checks.py's).
+        "DeleteRecords": (lambda: next(iter(mallory.delete_records([TopicPartition(OUT, 0, 1)]).values())).result(TIMEOUT_S),
+                          "No leaders found"),
+        "OffsetFetch": (lambda: next(iter(mallory.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(GROUP)]).values())).result(TIMEOUT_S), "GROUP_AUTHORIZATION_FAILED"),
+        "DeleteGroups": (lambda: next(iter(mallory.delete_consumer_groups([GROUP]).values())).result(TIMEOUT_S),
+                         "GROUP_AUTHORIZATION_FAILED"),
+        "AlterConsumerGroupOffsets (OffsetCommit)": (lambda: next(iter(mallory.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(GROUP, [TopicPartition(IN, 0, 0)])]).values())).result(TIMEOUT_S),
+            "GROUP_AUTHORIZATION_FAILED"),
+    }
+    for api, (call, code) in cases.items():
+        assert code in _refused(call), api
+    # Produce (WRITE on the topic) and Fetch (READ), as clients meet them.
+    producer = Producer(_as(broker, "mallory", **{"message.timeout.ms": 5000}))
+    errors: list[str] = []
+    producer.produce(OUT, b"forged", on_delivery=lambda err, _msg: errors.append(str(err)))
+    producer.flush(TIMEOUT_S)
+    assert errors and "TOPIC_AUTHORIZATION_FAILED" in errors[0]
+    reader = Consumer(_as(broker, "mallory", **{"group.id": "mallory-reader", "auto.offset.reset": "earliest"}))
+    reader.subscribe([IN])
+    message = wait_for(lambda: reader.poll(0.5), TIMEOUT_S, 0, "the fetch's answer")
+    assert message.error() is not None and "TOPIC_AUTHORIZATION_FAILED" in str(message.error())
+    reader.close()
+    for protocol in ("classic", "consumer"):  # JoinGroup and KIP-848's ConsumerGroupHeartbeat: READ on the group
+        joiner = Consumer(_as(broker, "mallory", **{"group.id": GROUP, "group.protocol": protocol}))
+        joiner.subscribe(["mallory-out"])
+        message = wait_for(lambda j=joiner: j.poll(0.5), TIMEOUT_S, 0, f"the {protocol} join's answer")
+        assert message.error() is not None and "GROUP_AUTHORIZATION_FAILED" in str(message.error()), protocol
+        joiner.close()
+    after = (_group_offsets(operator), _committed_values(broker, OUT),
+             operator.list_topics(timeout=TIMEOUT_S).topics[OUT].partitions.keys())
+    assert after == before, "nothing stored changed"
