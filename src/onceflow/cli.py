@@ -201,7 +201,8 @@ def _broker_options(b: argparse.ArgumentParser) -> None:
     b.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
                    help="store a SCRAM user before starting, as kafka-storage format --add-scram: "
                         "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; the first users of a "
-                        "cluster every listener of which needs SASL)")
+                        "cluster every listener of which needs SASL; a user who has a credential for the "
+                        "mechanism keeps it)")
     b.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at /metrics and the console at / on this port (metrics.port; 0: any free port)")
     b.set_defaults(func=cmd_broker)

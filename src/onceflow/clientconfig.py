@@ -352,8 +352,9 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
                                "sasl.jaas.config")
         kind, _, at = take()
         if kind != "=":
-            raise SettingError(f"sasl.jaas.config: expected '=' after option {name!r} at character {at + 1}",
-                               "sasl.jaas.config")
+            # The name is not quoted back: it may be half of a password with a space in it.
+            raise SettingError(f"sasl.jaas.config: expected '=' after an option name at character {at + 1} "
+                               "(a value with spaces must be quoted)", "sasl.jaas.config")
         kind, value, at = take()
         if kind not in ("word", "quoted"):
             raise SettingError(f"sasl.jaas.config: no value for option {name!r}", "sasl.jaas.config")

@@ -304,3 +304,25 @@ def test_a_broker_whose_every_listener_needs_sasl_is_reached_through_its_first_u
     refused = subprocess.run([sys.executable, "-m", "onceflow", "broker", "--data-dir", str(tmp_path / "other"),
                               "--add-scram", "SCRAM-SHA-256=[name=x]"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "password are required" in refused.stderr
+
+
+def test_idle_and_half_sent_connections_are_closed_after_connections_max_idle_ms() -> None:
+    """An unauthenticated client that sends half a frame (the broker holds a buffer for all of it)
+    and stops, or nothing at all, loses its connection; a client that keeps talking does not."""
+    import socket
+
+    settings = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS, "connections.max.idle.ms": 400}
+    with EmbeddedBroker(**settings) as running:
+        host, port = running.bootstrap_servers.split(":")
+        silent = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        half = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        half.sendall(b"\x00\x07\xff\xf0" + b"x")  # a 500 KiB frame announced, one byte of it sent
+        conf = {"bootstrap.servers": running.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": "carol", "sasl.password": "carol-secret"}
+        admin = AdminClient(conf)
+        for sock in (silent, half):
+            assert sock.recv(1) == b"", "closed by the broker"
+            sock.close()
+        admin.list_topics(timeout=TIMEOUT_S)  # a client that reconnects as it needs goes on
+        assert running.call(lambda: running.broker.state.stats.connections_closed) >= 2

@@ -256,3 +256,17 @@ def test_principal_mapping_rules_as_kafka_writes_them() -> None:
         with pytest.raises(ConfigError):
             tls.PrincipalMapper(bad)
     assert listeners.resolve(BrokerConfig(), "127.0.0.1", 9092)[0].protocol == "PLAINTEXT"
+
+
+def test_subjects_are_written_as_javas_x500principal_writes_them(tmp_path: Path) -> None:
+    """RFC 2253's keywords by name, other attributes as OID=#hex of their DER value, escapes kept:
+    the principal Kafka would give the same certificate, so ACLs and super.users carry over."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    ca = CertificateAuthority(tmp_path)
+    issued = ca.issue("e", "CN=alice,OU=eng,O=Acme\\, Inc,1.2.840.113549.1.9.1=alice@x.com,2.5.4.5=42,DC=example,UID=a1")
+    der = x509.load_pem_x509_certificate(issued.certificate.read_bytes()).public_bytes(serialization.Encoding.DER)
+    assert tls.subject_name(der) == ("CN=alice,OU=eng,O=Acme\\, Inc,1.2.840.113549.1.9.1=#160b616c69636540782e636f6d,"
+                                     "2.5.4.5=#13023432,DC=example,UID=a1")
+    assert oct(issued.key.stat().st_mode & 0o777) == "0o600"

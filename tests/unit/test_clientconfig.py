@@ -124,7 +124,7 @@ def test_jaas_values_unescape_as_java_does() -> None:
     (f"{PLAIN}", "not terminated"),
     (f'{PLAIN} required username="alice" password="{SECRET}"', "not terminated by ';'"),
     (f"{PLAIN} always;", "control flag"),
-    (f'{PLAIN} required username "alice";', "expected '=' after option 'username'"),
+    (f'{PLAIN} required username "alice";', "expected '=' after an option name"),
     (f'{PLAIN} required username=;', "no value for option 'username'"),
     (f'{PLAIN} required password="{SECRET};', "quoted value at character"),
     (f'{PLAIN} required username=a username=b;', "given twice"),

@@ -248,18 +248,33 @@ def test_add_scram_takes_kafka_storages_form(tmp_path: Path) -> None:
 
     first = parse_add_scram('SCRAM-SHA-256=[name=alice,password=alice-secret]')
     assert (first.user, first.mechanism, first.iterations, len(first.salt)) == ("alice", 1, 4096, 32)
-    salted = parse_add_scram('scram-sha-512=[name="bob",password="b0b",iterations=8192,salt="c2FsdHk="]')
+    salted = parse_add_scram('scram-sha-512=[name="bob",password="b0b, with a comma",iterations=8192,salt="c2FsdHk="]')
     assert (salted.user, salted.mechanism, salted.iterations, salted.salt) == ("bob", 2, 8192, b"salty")
-    add_users(tmp_path, [first, salted])
+    assert add_users(tmp_path, [first, salted]) == ["alice/SCRAM-SHA-256", "bob/SCRAM-SHA-512"]
     store = ScramCredentialStore(tmp_path)
-    assert store.lookup("bob", SCRAM_SHA_512) == make_credential(SCRAM_SHA_512, "b0b", b"salty", 8192)
+    assert store.lookup("bob", SCRAM_SHA_512) == make_credential(SCRAM_SHA_512, "b0b, with a comma", b"salty", 8192)
     assert store.lookup("alice", SCRAM_SHA_256) is not None and "alice-secret" not in store.path.read_text()
-    for bad, message in (("alice:secret", "expected SCRAM-SHA-256"), ("SCRAM-SHA-1=[name=a,password=b]", "expected"),
+    for bad, message in (("alice:Secret1", "expected SCRAM-SHA-256"), ("SCRAM-SHA256=[name=a,password=Secret1]", "expected"),
                          ("SCRAM-SHA-256=[name=a]", "password are required"),
-                         ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "unknown: colour"),
-                         ("SCRAM-SHA-256=[name=a,password=b,iterations=many]", "SCRAM-SHA-256"),
-                         ("SCRAM-SHA-256=[name=a,password=b,salt=!!]", "SCRAM-SHA-256")):
-        with pytest.raises(ValueError, match=message):
+                         ("SCRAM-SHA-256=[name=a,password=Secret1,colour=red]", "unknown: colour"),
+                         ("SCRAM-SHA-256=[name=a,password=Secret1,name=admin]", "name is given twice"),
+                         ("SCRAM-SHA-256=[name=a,password=Secret1,Secret2]", "expected key=value"),
+                         ("SCRAM-SHA-256=[name=a,password=Secret1,iterations=many]", "must be a number"),
+                         ("SCRAM-SHA-256=[name=a,password=Secret1,salt=!!]", "salt base64")):
+        with pytest.raises(ValueError, match=message) as refused:
             parse_add_scram(bad)
+        assert "Secret" not in str(refused.value), "a password is never quoted back"
     with pytest.raises(ValueError, match="--add-scram a"):
         add_users(tmp_path, [parse_add_scram("SCRAM-SHA-256=[name=a,password=b,iterations=100]")])
+
+
+def test_add_scram_at_a_later_start_keeps_a_password_changed_since(tmp_path: Path) -> None:
+    """kafka-storage format --add-scram runs once: the start-up users must not undo a rotation."""
+    from onceflow.security.credentials import add_users, parse_add_scram, upsertion
+    from onceflow.security.scram import SCRAM_SHA_256
+
+    add_users(tmp_path, [parse_add_scram("SCRAM-SHA-256=[name=alice,password=old-leaked]")])
+    ScramCredentialStore(tmp_path).alter((), [upsertion(SCRAM_SHA_256, "alice", "rotated-new")])
+    rotated = ScramCredentialStore(tmp_path).lookup("alice", SCRAM_SHA_256)
+    assert add_users(tmp_path, [parse_add_scram("SCRAM-SHA-256=[name=alice,password=old-leaked]")]) == []
+    assert ScramCredentialStore(tmp_path).lookup("alice", SCRAM_SHA_256) == rotated

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .. import faults
 from ..clock import Clock, SystemClock
 from ..config import (
+    CONNECTIONS_MAX_IDLE_MS,
     CONNECTIONS_MAX_REAUTH_MS,
     CONSOLE_ALLOW_ABORT,
     LOG_CLEANER_BACKOFF_MS,
@@ -138,7 +139,7 @@ class Broker:
             LocalMarkerWriter(self.appender, self.groups.complete_transaction))
         self.txns = TransactionCoordinator(config, self.clock, faults.decorate_txn_log_store(TransactionLogStore(self.appender)),
                                            self.producer_ids, self.marker_writer, on_timer_set=self._on_timer_set)
-        self.state = ServerState()
+        self.state = ServerState(self.clock.now_ms)
         #: ACLs (``authorizer.class.name``; ``security/acls.py``), loaded from the data directory
         #: (a file it cannot read stops the broker here); None: every request is allowed.
         self.authorizer: Authorizer | None = StandardAuthorizer.from_config(config, self.data_dir)
@@ -195,6 +196,12 @@ class Broker:
             "broker %d serving %s:%d (data in %s, cluster %s)",
             self.node_id, self.host, self.port, self.data_dir, self.registry.cluster_id,
         )
+        secured = [listener.name for listener in self.listeners if listener.protocol != listeners.PLAINTEXT]
+        if self.metrics is not None and secured and not listeners.is_loopback(self.metrics.host):
+            log.warning("the metrics and console port %s:%d has no authentication, and shows the transactional ids, "
+                        "groups and topics that ACLs hide from clients of %s: bind the first listener to loopback, "
+                        "or keep the port behind a proxy that authenticates (docs/security.md)",
+                        self.metrics.host, self.metrics.port, ", ".join(secured))
         for listener in self.listeners:
             log.info("listener %s (%s) on %s:%d, advertised as %s:%d", listener.name, listener.protocol,
                      listener.host or "*", listener.port, *listener.advertised_address())
@@ -279,6 +286,9 @@ class Broker:
         expiry_every = self.config[PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS]
         cleaner_every = self.config[LOG_CLEANER_BACKOFF_MS]
         next_retention = self.clock.now_ms() + retention_every
+        idle_ms = self.config[CONNECTIONS_MAX_IDLE_MS]
+        idle_every = min(max(idle_ms // 10, 100), 30_000) if idle_ms > 0 else 30_000
+        next_idle = self.clock.now_ms() + idle_every
         next_expiry = self.clock.now_ms() + expiry_every
         next_clean = self.clock.now_ms() + cleaner_every
         self._timer_wake = asyncio.Event()
@@ -287,7 +297,7 @@ class Broker:
         cleaner: asyncio.Task[int] | None = None
         try:
             while True:
-                deadlines = [next_retention, next_expiry]
+                deadlines = [next_retention, next_expiry, next_idle]
                 if self.config[LOG_CLEANER_ENABLE] and (cleaner is None or cleaner.done()):
                     deadlines.append(next_clean)
                 deadlines += [d for d in (self.groups.next_deadline_ms(), self.txns.next_deadline_ms()) if d is not None]
@@ -296,6 +306,10 @@ class Broker:
                     self.groups.tick()
                     self.txns.tick()
                     now = self.clock.now_ms()
+                    if now >= next_idle:
+                        next_idle = now + idle_every
+                        if idle_ms > 0:
+                            self.close_idle_connections(idle_ms)
                     if now >= next_retention:
                         next_retention = now + retention_every
                         self.enforce_retention()
@@ -352,6 +366,16 @@ class Broker:
             if compaction.install_cleaned(partition, result, self.clock.now_ms()):
                 cleaned += 1
         return cleaned
+
+    def close_idle_connections(self, idle_ms: int) -> int:
+        """Close the connections idle longer than ``connections.max.idle.ms``; how many."""
+        now = self.clock.now_ms()
+        idle = [conn for conn in self.state.connections if conn.idle_ms(now) > idle_ms]
+        for conn in idle:
+            log.info("closing connection from %s (%s): idle for more than connections.max.idle.ms=%d",
+                     conn.peer, conn.principal, idle_ms)
+            conn.close()
+        return len(idle)
 
     def enforce_retention(self) -> int:
         now = self.clock.now_ms()

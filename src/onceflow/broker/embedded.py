@@ -103,10 +103,10 @@ class EmbeddedBroker:
     async def _main(self) -> None:
         self._stop = asyncio.Event()
         if self._scram_users:
-            from ..security.credentials import add_users, parse_add_scram
+            from ..security.credentials import add_users, upsertion
+            from ..security.scram import MECHANISMS
 
-            add_users(self.data_dir, [parse_add_scram(f"{mechanism}=[name={name},password={password}]")
-                                      for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+            add_users(self.data_dir, [upsertion(mechanism, name, password) for mechanism in MECHANISMS
                                       for name, password in self._scram_users.items()])
         broker = Broker(self.config, self.data_dir, self._host, self._port)
         await broker.start()

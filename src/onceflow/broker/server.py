@@ -30,6 +30,11 @@ and until the client has authenticated its frames are held to
 ``sasl.server.max.receive.size``.  A refused exchange is answered, then the
 connection is closed (``close_after_response``).
 
+A connection on which nothing has moved for ``connections.max.idle.ms``
+(and no request is in flight) is closed by the broker's timer, as Kafka's
+Selector does; this also bounds what a client that sends half a frame and
+stops can hold.
+
 Failures stay on their connection: a frame that is too large or cannot be
 parsed, or an unknown API key or version, is logged in one line and closes
 that connection only (with the KIP-511 ApiVersions exception); a handler
@@ -48,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..metrics.stats import RequestStats
+from ..protocol import apis
 from ..protocol.errors import ProtocolError
 from ..protocol.framing import NEED_DATA, FrameReader, Request, UnknownApiVersions, encode_response, parse_request
 from ..security.authenticator import Authenticator
@@ -90,7 +96,9 @@ PLAINTEXT_SECURITY = ListenerSecurity()
 class ServerState:
     """What the server shares across connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+        #: The broker's clock (injected), for ``connections.max.idle.ms``.
+        self.now_ms = now_ms
         self.connections: set[KafkaProtocol] = set()
         self.total_requests = 0
         #: Per-request counts for the metrics endpoint (``onceflow.metrics``).
@@ -125,6 +133,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self.listener_name = security.name
         self.principal: KafkaPrincipal = ANONYMOUS
         self.authenticator: Authenticator | None = None
+        #: When bytes last came or went (``connections.max.idle.ms``).
+        self.last_active_ms = state.now_ms()
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -176,6 +186,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         return self._reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active_ms = self._state.now_ms()
         self._reader.buffer_updated(nbytes)
         if not self._closing:
             self._process_frames()
@@ -209,14 +220,16 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         started = time.perf_counter()
         self._state.total_requests += 1
+        if self.authenticator is not None:
+            api_key = apis.API_VERSIONS if isinstance(request, UnknownApiVersions) else request.api_key
+            if (refused := self.authenticator.gate(api_key)) is not None:
+                self._fail(refused)
+                return
         if isinstance(request, UnknownApiVersions):
             self._push(_Slot(None, request.correlation_id, started), self._unknown_api_versions(request))
             return
         self._state.stats.received(request.api_key, request.api_version, request.size, request.client_id,
                                    self.client_host, request.body)
-        if self.authenticator is not None and (refused := self.authenticator.gate(request.api_key)) is not None:
-            self._fail(refused)
-            return
         try:
             result = self._dispatch(request, self)
         except Exception:
@@ -264,6 +277,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             assert transport is not None
             frame = encode_response(slot.correlation_id, slot.body)
             transport.write(frame)
+            self.last_active_ms = self._state.now_ms()
             if slot.request is not None:
                 self._state.stats.answered(slot.request.api_key, slot.body,
                                            (time.perf_counter() - slot.started) * 1000, len(frame))
@@ -301,6 +315,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         self._abort()
+
+    def idle_ms(self, now_ms: int) -> int:
+        """How long nothing has moved on the connection; 0 while a request is in flight."""
+        return 0 if self._slots else now_ms - self.last_active_ms
 
     def close_after_response(self) -> None:
         self._close_after_response = True

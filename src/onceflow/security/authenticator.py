@@ -153,7 +153,8 @@ class Authenticator:
         return Outcome(ErrorCode.none, None, reply, session_lifetime_ms=lifetime)
 
     def _fail(self, message: str, reason: str | None = None) -> Outcome:
-        log.info("SASL %s authentication from %s on listener %s failed: %s", self.mechanism, self.peer,
+        # The reason may hold what the client sent (a user name): cut, so one client cannot flood the log.
+        log.info("SASL %s authentication from %s on listener %s failed: %.200s", self.mechanism, self.peer,
                  self.listener, reason or message)
         self.state = State.FAILED
         self._server = None

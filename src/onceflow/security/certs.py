@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,11 @@ def _name(subject: str) -> x509.Name:
 
 
 def _write(path: Path, data: bytes) -> Path:
-    path.write_bytes(data)
-    path.chmod(0o600)
+    """Written readable by its owner only from the first byte (it may hold a private key)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    path.chmod(0o600)  # an existing file keeps its mode through O_CREAT
     return path
 
 

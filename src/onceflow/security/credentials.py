@@ -279,44 +279,65 @@ def _decode(fields: Mapping[str, Any]) -> ScramCredential:
 
 #: kafka-storage's iterations when --add-scram names none.
 DEFAULT_ITERATIONS = 4096
-_ADD_SCRAM = re.compile(r"^\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*$", re.IGNORECASE)
+_ADD_SCRAM = re.compile(r"^\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+#: One ``key=value`` of the list: the value bare (no comma) or in double quotes (anything but a quote).
+_FIELD = re.compile(r'\s*([A-Za-z]+)\s*=\s*(?:"([^"]*)"|([^,"]*?))\s*(?:,|$)')
+
+
+def upsertion(mechanism: ScramMechanism, name: str, password: str, iterations: int = DEFAULT_ITERATIONS,
+              salt: bytes | None = None) -> ScramUpsertion:
+    """A credential for ``name`` as AlterUserScramCredentials carries it (the password salted here)."""
+    salt = secrets.token_bytes(32) if salt is None else salt
+    return ScramUpsertion(name, mechanism.code, iterations, salt, salted_password(mechanism, password, salt, iterations))
 
 
 def parse_add_scram(spec: str) -> ScramUpsertion:
     """``SCRAM-SHA-256=[name=alice,password=alice-secret]`` (optionally ``iterations=8192`` and a
-    base64 ``salt=...``), the form ``kafka-storage format --add-scram`` takes; values may be quoted.
-    Raises ValueError naming what is wrong."""
+    base64 ``salt=...``), the form ``kafka-storage format --add-scram`` takes; a value with a comma
+    goes in double quotes.  Raises ValueError naming what is wrong, never quoting a value back (it
+    may be the password)."""
     match = _ADD_SCRAM.match(spec)
     if match is None:
-        raise ValueError(f"--add-scram {spec!r}: expected SCRAM-SHA-256=[name=USER,password=PASSWORD] "
-                         "(or SCRAM-SHA-512)")
+        raise ValueError("--add-scram: expected SCRAM-SHA-256=[name=USER,password=PASSWORD] (or SCRAM-SHA-512)")
     mechanism = next(m for m in MECHANISMS if m.name == match.group(1).upper())
-    fields: dict[str, str] = {}
-    for part in match.group(2).split(","):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ValueError(f"--add-scram: expected key=value, got {part.strip()!r}")
-        fields[key.strip()] = value.strip().strip('"')
+    body, fields, pos = match.group(2), {}, 0
+    while pos < len(body):
+        field_match = _FIELD.match(body, pos)
+        if field_match is None or field_match.end() == pos:
+            raise ValueError(f"--add-scram {mechanism.name}: expected key=value or key=\"value\" at character {pos + 1}")
+        key = field_match.group(1)
+        if key in fields:
+            raise ValueError(f"--add-scram {mechanism.name}: {key} is given twice")
+        fields[key] = field_match.group(2) if field_match.group(2) is not None else field_match.group(3)
+        pos = field_match.end()
     unknown = set(fields) - {"name", "password", "iterations", "salt"}
-    if unknown or "name" not in fields or "password" not in fields:
+    if unknown or not fields.get("name") or "password" not in fields:
         raise ValueError(f"--add-scram {mechanism.name}: name and password are required; iterations and salt "
                          f"are optional{'; unknown: ' + ', '.join(sorted(unknown)) if unknown else ''}")
     try:
         iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
-        salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else secrets.token_bytes(32)
-    except (ValueError, binascii.Error) as exc:
-        raise ValueError(f"--add-scram {mechanism.name}: {exc}") from None
-    return ScramUpsertion(fields["name"], mechanism.code, iterations, salt,
-                          salted_password(mechanism, fields["password"], salt, iterations))
+        salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else None
+    except (ValueError, binascii.Error):
+        raise ValueError(f"--add-scram {mechanism.name}: iterations must be a number and salt base64") from None
+    return upsertion(mechanism, fields["name"], fields["password"], iterations, salt)
 
 
-def add_users(data_dir: str | Path, upsertions: Sequence[ScramUpsertion]) -> None:
-    """Store the first users' credentials before the broker starts (so that a cluster whose every
-    listener needs SASL can be reached at all); raises ValueError on one AlterUserScramCredentials
-    would refuse."""
+def add_users(data_dir: str | Path, upsertions: Sequence[ScramUpsertion]) -> list[str]:
+    """Store the first users' credentials before the broker starts, so that a cluster whose every
+    listener needs SASL can be reached at all.  As ``kafka-storage format --add-scram`` runs once, a
+    user who already has a credential for the mechanism keeps it (a password changed since with
+    ``onceflow users add`` is not turned back at the next start); returns the ``user/mechanism``
+    pairs stored.  Raises ValueError on one AlterUserScramCredentials would refuse."""
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     store = ScramCredentialStore(Path(data_dir))
-    for upsertion in upsertions:  # one at a time: a user may have both mechanisms
-        for result in store.alter((), [upsertion]):
+    stored = []
+    for item in upsertions:  # one at a time: a user may have both mechanisms
+        mechanism = BY_CODE[item.mechanism]
+        if store.lookup(item.user, mechanism) is not None:
+            log.info("--add-scram: %s already has a %s credential; keeping it", item.user, mechanism.name)
+            continue
+        for result in store.alter((), [item]):
             if result.error is not ErrorCode.none:
                 raise ValueError(f"--add-scram {result.user}: {result.message or result.error.name}")
+        stored.append(f"{item.user}/{mechanism.name}")
+    return stored

@@ -153,7 +153,8 @@ class _Parser:
                 raise self.fail("expected an option name, or a semicolon to end the entry", token)
             equals, value = self.take(), self.take()
             if equals is None or equals.kind != "=" or value is None or value.kind not in ("word", "string"):
-                raise self.fail(f"value not specified for key {token.text!r}", value or equals)
+                # The token is not quoted back: it may be half of a password with a space in it.
+                raise self.fail("value not specified for an option (a value with spaces must be quoted)", value or equals)
             options[token.text] = value.text
         if token is None:
             raise self.fail("JAAS config entry not terminated by semi-colon", None)

@@ -13,7 +13,8 @@ written here; asyncio's TLS transport does the record layer.
 ``ssl.client.auth`` maps to the context's verify mode (none, requested:
 checked when given, required).  The subject of a verified client
 certificate, in RFC 2253 form as Java's ``X500Principal.getName()`` writes
-it (``CN=alice,OU=eng,O=Acme``), becomes the principal's name after
+it (``CN=alice,OU=eng,O=Acme``; ``1.2.840.113549.1.9.1=#16...`` for an attribute
+outside RFC 2253's keywords), becomes the principal's name after
 ``ssl.principal.mapping.rules`` (KIP-371), Kafka's ``SslPrincipalMapper``:
 comma-separated ``RULE:pattern/replacement/[LU]`` entries tried in order,
 the first whose pattern matches the whole name wins, ``DEFAULT`` keeps the
@@ -166,7 +167,44 @@ class PrincipalMapper:
 
 
 def subject_name(der_certificate: bytes) -> str:
-    """A certificate's subject in RFC 2253 order and form, as Java's X500Principal.getName()."""
+    """A certificate's subject as Java's ``X500Principal.getName()`` writes it (RFC 2253): the RDNs
+    last first, RFC 2253's keywords (CN, C, L, ST, O, OU, STREET, DC, UID) by name and any other
+    attribute (emailAddress, serialNumber, title...) as its OID and ``#`` with the hex of its DER
+    value, so that principals in ACLs and ``super.users`` copied from Kafka match."""
     from cryptography import x509
 
-    return x509.load_der_x509_certificate(der_certificate).subject.rfc4514_string()
+    subject = x509.load_der_x509_certificate(der_certificate).subject
+    return ",".join("+".join(_rfc2253_attribute(attribute) for attribute in rdn) for rdn in reversed(subject.rdns))
+
+
+def _rfc2253_attribute(attribute: object) -> str:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    assert isinstance(attribute, x509.NameAttribute)
+    keywords = {NameOID.COMMON_NAME: "CN", NameOID.COUNTRY_NAME: "C", NameOID.LOCALITY_NAME: "L",
+                NameOID.STATE_OR_PROVINCE_NAME: "ST", NameOID.ORGANIZATION_NAME: "O",
+                NameOID.ORGANIZATIONAL_UNIT_NAME: "OU", NameOID.STREET_ADDRESS: "STREET",
+                NameOID.DOMAIN_COMPONENT: "DC", NameOID.USER_ID: "UID"}
+    keyword = keywords.get(attribute.oid)
+    if keyword is not None:
+        return attribute.rfc4514_string({attribute.oid: keyword})
+    return f"{attribute.oid.dotted_string}=#{_der_string(attribute).hex()}"
+
+
+#: ASN.1 string tags and how their contents are encoded.
+_STRING_ENCODINGS = {12: "utf-8", 19: "ascii", 20: "latin-1", 22: "ascii", 28: "utf-32-be", 30: "utf-16-be"}
+
+
+def _der_string(attribute: object) -> bytes:
+    """The DER encoding (tag, length, contents) of a name attribute's value."""
+    value = getattr(attribute, "value", b"")
+    tag = int(getattr(getattr(attribute, "_type", None), "value", 12))  # cryptography's _ASN1Type: the tag
+    contents = value if isinstance(value, bytes) else str(value).encode(_STRING_ENCODINGS.get(tag, "utf-8"))
+    length = len(contents)
+    if length < 0x80:
+        header = bytes([tag, length])
+    else:
+        size = length.to_bytes((length.bit_length() + 7) // 8, "big")
+        header = bytes([tag, 0x80 | len(size)]) + size
+    return header + contents
