@@ -67,11 +67,19 @@ def test_the_tools_run_with_settings_from_x_and_a_properties_file(bootstrap: str
 
 
 @pytest.mark.parametrize(("family", "command"), TOOLS)
-def test_a_bad_setting_is_one_line_and_status_2(bootstrap: str, tmp_path: Path, family: str, command: str) -> None:
-    t0 = time.monotonic()
+def test_an_unknown_setting_is_one_line_and_status_2(bootstrap: str, family: str, command: str) -> None:
     unknown = onceflow(family, command, "--bootstrap-servers", bootstrap, "-X", "no.such.setting=1")
     assert_clean_failure(unknown, 2, f"onceflow {family} {command}:", "no.such.setting")
     assert len(unknown.stderr.splitlines()) == 1
+
+
+#: A family on each client library: confluent-kafka (topics) and kafka-python (txn).
+LIBRARIES = [("topics", "list"), ("txn", "list")]
+
+
+@pytest.mark.parametrize(("family", "command"), LIBRARIES)
+def test_a_bad_setting_is_one_line_and_status_2(bootstrap: str, tmp_path: Path, family: str, command: str) -> None:
+    t0 = time.monotonic()
     jaas = onceflow(family, "-X", "sasl.mechanism=PLAIN", command, "--bootstrap-servers", bootstrap, "-X",
                     f'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}"')
     assert_clean_failure(jaas, 2, "sasl.jaas.config", "not terminated by ';'")
@@ -87,7 +95,7 @@ def test_a_bad_setting_is_one_line_and_status_2(bootstrap: str, tmp_path: Path, 
     assert time.monotonic() - t0 < 20, "refused before anything is asked of the cluster"
 
 
-@pytest.mark.parametrize(("family", "command"), TOOLS)
+@pytest.mark.parametrize(("family", "command"), LIBRARIES)
 def test_tls_to_a_plaintext_broker_fails_cleanly_within_the_timeout(bootstrap: str, family: str, command: str) -> None:
     t0 = time.monotonic()
     proc = onceflow(family, command, "--bootstrap-servers", bootstrap, "--timeout", "2", *TLS)
