@@ -129,7 +129,8 @@ def test_a_client_certificate_becomes_the_principal_through_the_mapping_rules(br
 @pytest.mark.parametrize("case", ["no certificate", "expired certificate", "certificate from another CA",
                                   "client trusts another CA"])
 def test_refused_tls_clients_fail_cleanly_and_the_broker_keeps_serving(broker: EmbeddedBroker, pki: Pki,
-                                                                       case: str) -> None:
+                                                                       case: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="onceflow.broker.server")
     conf = {
         "no certificate": _tls(broker, "MTLS", pki),
         "expired certificate": _tls(broker, "MTLS", pki, pki.expired),
@@ -140,6 +141,7 @@ def test_refused_tls_clients_fail_cleanly_and_the_broker_keeps_serving(broker: E
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=1.5)
     assert not {p for p in _principals(broker, "MTLS") if p != "User:alice"}, "a refused client has no connection"
+    assert any(r.getMessage().startswith("TLS handshake from 127.0.0.1:") for r in caplog.records), "one line each"
     AdminClient(_tls(broker, "TLS", pki)).list_topics(timeout=TIMEOUT_S)  # others are still served
 
 

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,7 @@ from .handlers import HANDLERS
 from .handlers.metadata import unknown_api_versions_response
 from .partitions import PartitionRegistry, Topic
 from .producer_ids import ProducerIdBlocks
-from .server import KafkaProtocol, ListenerSecurity, ServerState
+from .server import KafkaProtocol, ListenerSecurity, ServerState, TlsAcceptor
 from .stores import LocalMarkerWriter, OffsetsTopicStore, TransactionLogStore
 
 if TYPE_CHECKING:
@@ -168,11 +168,15 @@ class Broker:
         max_in_flight = self.config[QUEUED_MAX_REQUESTS]
         try:
             for listener, (security, context) in zip(self.listeners, securities, strict=True):
-                server = await loop.create_server(
-                    lambda security=security: KafkaProtocol(self.dispatch, self._unknown_api_versions, self.state,
-                                                            max_frame, max_in_flight, security),
-                    listener.host or None, listener.port, reuse_address=True, ssl=context,
-                )
+                def protocol(security: ListenerSecurity = security) -> KafkaProtocol:
+                    return KafkaProtocol(self.dispatch, self._unknown_api_versions, self.state, max_frame, max_in_flight,
+                                         security)
+
+                def accept(protocol: Callable[[], KafkaProtocol] = protocol, context: ssl.SSLContext | None = context,
+                           name: str = listener.name) -> asyncio.BaseProtocol:
+                    return protocol() if context is None else TlsAcceptor(protocol, context, name)
+
+                server = await loop.create_server(accept, listener.host or None, listener.port, reuse_address=True)
                 self._servers.append(server)
                 listener.port = server.sockets[0].getsockname()[1]
         except OSError:  # a port taken: nothing of this start is left running

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -91,6 +92,57 @@ class ListenerSecurity:
 
 
 PLAINTEXT_SECURITY = ListenerSecurity()
+
+
+#: How long a TLS client has to finish its handshake (asyncio's default is 60 s).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class TlsAcceptor(asyncio.Protocol):
+    """A TLS listener's connection until its handshake is done, then handed to a ``KafkaProtocol``.
+
+    asyncio's ``create_server(ssl=...)`` drops a failed handshake without a word above DEBUG;
+    upgrading with ``loop.start_tls`` instead lets the broker log one line for each client that
+    fails it (no certificate where one is required, an expired one, garbage, a plaintext Kafka
+    request on the TLS port) and bound the handshake's time."""
+
+    def __init__(self, make_protocol: Callable[[], KafkaProtocol], context: ssl.SSLContext, listener: str) -> None:
+        self._make_protocol = make_protocol
+        self._context = context
+        self._listener = listener
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the ClientHello waits in the socket for start_tls
+        self._task = asyncio.get_running_loop().create_task(self._upgrade(transport))
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername")
+        protocol = self._make_protocol()
+        try:
+            tls_transport = await asyncio.get_running_loop().start_tls(
+                transport, protocol, self._context, server_side=True, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (OSError, TimeoutError, ConnectionError) as exc:  # ssl.SSLError is an OSError
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            log.info("TLS handshake from %s on listener %s failed: %s", _address(peer), self._listener, reason)
+            transport.close()
+            return
+        if tls_transport is None:  # the connection went away during the handshake
+            transport.close()
+            return
+        protocol.connection_made(tls_transport)
+
+    def data_received(self, data: bytes) -> None:  # reading is paused until start_tls takes over
+        pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+
+def _address(peer: Any) -> str:
+    return f"{peer[0]}:{peer[1]}" if peer else "?"
 
 
 class ServerState:
@@ -153,6 +205,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         if security.new_authenticator is not None:
             self.authenticator = security.new_authenticator(self.peer)
             self._reader.max_frame_bytes = security.sasl_max_receive
+        if self._reader.buffered and not self._closing:
+            self._process_frames()
 
     def _principal_from_certificate(self, transport: asyncio.Transport, mapper: PrincipalMapper) -> None:
         ssl_object = transport.get_extra_info("ssl_object")
@@ -188,7 +242,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active_ms = self._state.now_ms()
         self._reader.buffer_updated(nbytes)
-        if not self._closing:
+        # After a TLS handshake (TlsAcceptor) bytes can come before connection_made: kept until then.
+        if not self._closing and self._transport is not None:
             self._process_frames()
 
     def data_received(self, data: bytes) -> None:
