@@ -153,6 +153,9 @@ class ClientSettings:
         for key, value in base.items():  # librdkafka quotes values it refuses: never a secret
             if is_secret(key) and len(value) >= 3:
                 text = text.replace(value, HIDDEN)
+        for alias, key in _LIBRDKAFKA_ALIASES.items():  # librdkafka names a setting by its canonical name
+            if f'"{alias}"' in text and key in base and alias not in base:
+                text = text.replace(f'"{alias}"', f'"{key}"')
         named = sorted((key for key in base if key in text), key=len, reverse=True)
         if not named:
             return f"the client settings: {text}", None
@@ -166,6 +169,17 @@ class ClientSettings:
 
 
 NO_SETTINGS = ClientSettings()
+
+#: librdkafka's canonical names of settings a user usually writes by their alias (CONFIGURATION.md):
+#: its errors use the canonical one.
+_LIBRDKAFKA_ALIASES = {
+    "queue.buffering.max.ms": "linger.ms",
+    "message.send.max.retries": "retries",
+    "request.required.acks": "acks",
+    "compression.codec": "compression.type",
+    "sasl.mechanisms": "sasl.mechanism",
+    "max.in.flight.requests.per.connection": "max.in.flight",
+}
 
 
 class _Silent:

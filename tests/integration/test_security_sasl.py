@@ -326,3 +326,22 @@ def test_idle_and_half_sent_connections_are_closed_after_connections_max_idle_ms
             sock.close()
         admin.list_topics(timeout=TIMEOUT_S)  # a client that reconnects as it needs goes on
         assert running.call(lambda: running.broker.state.stats.connections_closed) >= 2
+
+
+def test_a_v0_handshake_takes_bare_tokens_as_kafka_first_did(broker: EmbeddedBroker) -> None:
+    """SaslHandshake v0 (advertised from v0, as Kafka 4.3.1 does): the token and its answer are bare
+    size-prefixed frames; a wrong one closes the connection without an answer."""
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
+
+    for password, accepted in (("carol-secret", True), ("wrong", False)):
+        with WireClient(broker.listeners["SASL_PLAINTEXT"]) as client:
+            assert client.request(SaslHandshakeV0(mechanism="PLAIN")).error_code == ErrorCode.none
+            token = b"\x00carol\x00" + password.encode()
+            client.send_bytes(len(token).to_bytes(4, "big") + token)
+            if not accepted:
+                assert client.is_closed_by_peer()
+                continue
+            assert client.read_frame() == b"", "PLAIN's empty answer, bare"
+            response = client.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                      include_topic_authorized_operations=False))
+            assert response.brokers, "authenticated: served"

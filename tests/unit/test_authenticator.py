@@ -117,3 +117,15 @@ def test_reauthentication_may_not_change_the_principal_or_the_mechanism() -> Non
     auth.mechanisms.append("OTHER")
     _login(auth)
     assert auth.handshake("OTHER") is ErrorCode.illegal_sasl_state
+
+
+def test_after_a_v0_handshake_the_tokens_come_bare() -> None:
+    auth = _auth(FakeClock(0))
+    assert auth.handshake("TWO-STEP", version=0) is ErrorCode.none and auth.expects_raw_token
+    auth.authenticate(b"hello", 0)
+    assert auth.expects_raw_token
+    auth.authenticate(b"alice:ok", 0)
+    assert auth.authenticated and not auth.expects_raw_token
+    reauth = _auth(FakeClock(0), reauth_ms=1000)
+    _login(reauth)
+    assert reauth.handshake("TWO-STEP", version=0) is ErrorCode.illegal_sasl_state  # KIP-368 needs v1

@@ -346,3 +346,9 @@ def test_the_options_collect_every_level_and_refuse_bootstrap_servers(tmp_path: 
         from_options(parser.parse_args(["-X", "bootstrap.servers=x:1"]))
     assert not from_options(parser.parse_args([])), "no settings"
     assert isinstance(from_options(parser.parse_args([])), ClientSettings)
+
+
+@pytest.mark.parametrize("key,value", [("linger.ms", "soon"), ("acks", "most"), ("retries", "many")])
+def test_a_refusal_names_the_setting_as_the_user_wrote_it_not_librdkafkas_canonical_name(key: str, value: str) -> None:
+    refused = error({key: value})
+    assert f'"{key}"' in str(refused), str(refused)

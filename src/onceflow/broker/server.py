@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -68,7 +69,7 @@ Handler = Callable[[Request, "KafkaProtocol"], Any]
 
 
 class _Slot:
-    __slots__ = ("body", "correlation_id", "future", "request", "started")
+    __slots__ = ("body", "correlation_id", "future", "raw", "request", "started")
 
     def __init__(self, request: Request | None, correlation_id: int, started: float) -> None:
         self.request = request
@@ -76,6 +77,8 @@ class _Slot:
         self.started = started
         self.body: Any = None
         self.future: asyncio.Future[Any] | None = None
+        #: A frame written as it is (a bare SASL token after SaslHandshake v0), not a response.
+        self.raw: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +271,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     # -- requests -------------------------------------------------------------
 
     def _handle_frame(self, frame: memoryview) -> None:
+        if self.authenticator is not None and self.authenticator.expects_raw_token:
+            self._raw_token(self.authenticator, bytes(frame))
+            return
         try:
             request = parse_request(frame)
         except ProtocolError as exc:
@@ -294,6 +300,20 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         if result is None:
             return  # acks=0 produce: Kafka sends no response
         self._push(_Slot(request, request.correlation_id, started), result)
+
+    def _raw_token(self, auth: Authenticator, token: bytes) -> None:
+        """A bare SASL token (after SaslHandshake v0): answered with a bare token, or, refused,
+        the connection closed without an answer, as Kafka does (the authenticator logs why)."""
+        outcome = auth.authenticate(token, 0)
+        if outcome.close:
+            self._abort()
+            return
+        if auth.authenticated and auth.principal is not None:
+            self.on_authenticated(auth.principal)
+        slot = _Slot(None, -1, time.perf_counter())
+        slot.raw = struct.pack(">i", len(outcome.reply)) + outcome.reply
+        self._slots.append(slot)
+        self._flush_ready()
 
     def _push(self, slot: _Slot, result: Any) -> None:
         if isinstance(result, Awaitable):
@@ -327,6 +347,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     return
                 slot.body = slot.future.result()
             self._slots.popleft()
+            if slot.raw is not None:
+                assert transport is not None
+                transport.write(slot.raw)
+                continue
             if slot.body is None:
                 continue
             assert transport is not None

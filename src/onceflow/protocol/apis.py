@@ -11,9 +11,9 @@ EndTxn 5 are transactions v2's (KIP-890 part 2: the first two add their
 partition to the transaction, the last bumps the epoch), which a client uses
 when ApiVersions finalizes ``transaction.version`` 2; AddPartitionsToTxn
 stops at 3, the last client version (v4+ is broker-to-broker verification,
-done in-process here); SaslHandshake is served from v1 only: after a v0
-handshake the tokens would follow as bare frames without Kafka's header,
-which every client of Kafka 1.0 and later replaces with SaslAuthenticate.  A client simply negotiates the highest version both
+done in-process here).  After a SaslHandshake v0 the SASL tokens come as
+bare frames without Kafka's header (``server.KafkaProtocol`` passes them to
+the connection's authenticator); v1 carries them in SaslAuthenticate.  A client simply negotiates the highest version both
 sides know.
 
 ``build(cls, **fields)`` constructs a kio entity of any version from the
@@ -96,7 +96,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
-    SASL_HANDSHAKE: (1, 1),
+    SASL_HANDSHAKE: (0, 1),
     API_VERSIONS: (0, 4),
     SASL_AUTHENTICATE: (0, 2),
     CREATE_TOPICS: (2, 7),

@@ -7,7 +7,9 @@ reaches a handler, whether it may be served:
 * before the handshake only ApiVersions and SaslHandshake (KIP-152: a
   client learns the versions, then names a mechanism);
 * after the handshake only SaslAuthenticate, until the mechanism's exchange
-  completes;
+  completes (after a v0 handshake, Kafka's first form, the tokens come as bare
+  size-prefixed frames instead, and a failure closes the connection without
+  an answer);
 * once authenticated, everything; the connection's principal is
   ``User:<the mechanism's authorization id>``.
 
@@ -88,6 +90,13 @@ class Authenticator:
         self._server: SaslServer | None = None
         #: When the session ends (KIP-368), None: never.
         self.session_ends_ms: int | None = None
+        #: SaslHandshake v0: the tokens follow as bare size-prefixed frames, no Kafka header.
+        self.raw_tokens = False
+
+    @property
+    def expects_raw_token(self) -> bool:
+        """The next frame is a bare SASL token (after a v0 handshake), not a Kafka request."""
+        return self.raw_tokens and self.state is State.AUTHENTICATE
 
     @property
     def authenticated(self) -> bool:
@@ -104,10 +113,11 @@ class Authenticator:
             return None
         return f"unexpected {api_name(api_key)} request while {self.state.value} (SASL, listener {self.listener})"
 
-    def handshake(self, mechanism: str) -> ErrorCode:
-        """SaslHandshake: start (or, KIP-368, restart) an exchange with ``mechanism``."""
+    def handshake(self, mechanism: str, version: int = 1) -> ErrorCode:
+        """SaslHandshake: start (or, KIP-368, restart) an exchange with ``mechanism``; after a v0
+        handshake the tokens come bare (``expects_raw_token``), after v1 in SaslAuthenticate."""
         if self.state is State.AUTHENTICATED:
-            if self._reauth_ms <= 0:
+            if self._reauth_ms <= 0 or version < 1:
                 return ErrorCode.illegal_sasl_state
             if mechanism != self.mechanism:
                 log.info("SASL re-authentication from %s switched mechanism %s -> %s; closing", self.peer,
@@ -128,6 +138,7 @@ class Authenticator:
         self.mechanism = mechanism
         self._server = self._new_server(mechanism)
         self.state = State.AUTHENTICATE
+        self.raw_tokens = version == 0
         return ErrorCode.none
 
     def authenticate(self, token: bytes, version: int) -> Outcome:

@@ -23,7 +23,7 @@ def handle_sasl_handshake(broker: BrokerContext, request: Request, conn: Connect
     auth = conn.authenticator
     if auth is None:
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
-    error = auth.handshake(request.body.mechanism)
+    error = auth.handshake(request.body.mechanism, request.api_version)
     if error is not ErrorCode.none:
         conn.close_after_response()
     return build(m.SaslHandshakeResponse, error_code=error, mechanisms=tuple(auth.mechanisms))
