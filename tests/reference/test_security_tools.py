@@ -237,7 +237,8 @@ def test_the_exactly_once_spark_sink_runs_over_sasl_ssl_with_scram(spark: Any, c
     """A real Spark micro-batch query, read_committed source to exactly-once sink, as a SCRAM user over
     SASL_SSL with the grants docs/security.md gives a pipeline: READ on its input and group, WRITE on
     its output, its transactional ids (``onceflow-sink-``) and its progress topic (``onceflow-progress-``,
-CREATE included); its readers' generated groups (``onceflow-spark-source-``) may be read."""
+CREATE included); its readers' generated groups (``onceflow-spark-source-``, and the sink's progress
+reader's ``onceflow-progress-reader-``) may be read."""
     from tests.integration.spark.support import assert_exactly_once, inputs, read_topic, run_available_now, upper
 
     src, dst = f"pay-in-{uuid.uuid4().hex[:6]}", f"pay-out-{uuid.uuid4().hex[:6]}"
@@ -251,7 +252,8 @@ CREATE included); its readers' generated groups (``onceflow-spark-source-``) may
     ok(cluster.admin, *grant, "--operation", "All", "--topic", "onceflow-progress-", "--resource-pattern-type", "prefixed")
     ok(cluster.admin, *grant, "--operation", "Write", "--operation", "Describe", "--transactional-id", "onceflow-sink-",
        "--resource-pattern-type", "prefixed")
-    ok(cluster.admin, *grant, "--operation", "Read", "--group", "onceflow-spark-source-", "--resource-pattern-type", "prefixed")
+    ok(cluster.admin, *grant, "--operation", "Read", "--group", "onceflow-spark-source-", "--group",
+       "onceflow-progress-reader-", "--resource-pattern-type", "prefixed")
     secured = {
         "kafka.bootstrap.servers": cluster.secured,
         "kafka.security.protocol": "SASL_SSL",

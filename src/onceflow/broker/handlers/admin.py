@@ -463,7 +463,35 @@ def _apply_topic_configs(broker: BrokerContext, res: Any, change: Any, validate_
     return ErrorCode.none, None
 
 
+#: Kafka's client quota entity types (ClientQuotaEntity).
+_QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+_MATCH_EXACT = 0
+
+
+def handle_describe_client_quotas(broker: BrokerContext, request: Request, conn: Connection) -> Any:
+    """DescribeClientQuotas (KIP-546): this broker enforces no quotas, so every well-formed filter
+    matches nothing.  Served because Kafka's ``kafka-configs --describe --entity-type users`` asks it
+    before it describes the users' SCRAM credentials.  Needs DESCRIBE_CONFIGS on the cluster."""
+    m = responses(request)
+    error, message = ErrorCode.none, None
+    if not authorize_cluster(broker, conn, AclOperation.DESCRIBE_CONFIGS):
+        error, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    else:
+        seen: set[str] = set()
+        for component in request.body.components:
+            if component.entity_type not in _QUOTA_ENTITY_TYPES:
+                error, message = ErrorCode.invalid_request, f"Custom entity type '{component.entity_type}' not supported"
+            elif component.entity_type in seen:
+                error, message = ErrorCode.invalid_request, f"Duplicate {component.entity_type} filter component entity type"
+            elif component.match_type == _MATCH_EXACT and component.match is None:
+                error, message = ErrorCode.invalid_request, "Exact match requires a name"
+            seen.add(component.entity_type)
+    return build(m.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+                 entries=() if error is ErrorCode.none else None)
+
+
 HANDLERS: dict[int, Handler] = {
+    apis.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     apis.CREATE_TOPICS: handle_create_topics,
     apis.DELETE_TOPICS: handle_delete_topics,
     apis.CREATE_PARTITIONS: handle_create_partitions,
