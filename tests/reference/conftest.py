@@ -18,6 +18,7 @@ from onceflow.broker.process import free_port
 from onceflow.reference import KafkaCluster
 from tests.support.broker import BrokerProcess
 from tests.support.reference import SHARED_SETTINGS, Proxied, Target
+from tests.support.secured import Secured, secured_cluster
 from tests.support.tcp_proxy import RequestProxy
 
 
@@ -102,3 +103,22 @@ def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{base}-{test}-{next(_ids)}"
 
     return make
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    with secured_cluster("kafka", tmp_path_factory) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def secured_onceflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    with secured_cluster("onceflow", tmp_path_factory) as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["kafka", "onceflow"])
+def secured(request: pytest.FixtureRequest) -> Secured:
+    """A secured cluster (``tests/support/secured.py``), Apache Kafka then Onceflow's broker process,
+    configured the same way; one of each for the session, as ``target``'s brokers are."""
+    return request.getfixturevalue(f"secured_{request.param}")  # type: ignore[no-any-return]

@@ -14,77 +14,20 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from onceflow.broker.process import BrokerProcess, free_port
-from onceflow.reference import KafkaCluster
-from onceflow.security.certs import CertificateAuthority
+from tests.support.secured import Secured
 
 SECRET = "alice-s3cr3t"
 
 
-@dataclass(frozen=True)
-class Secured:
-    admin: str  # PLAINTEXT, authorized as the super user
-    secured: str  # SASL_SSL, SCRAM-SHA-256
-    ca: Path  # the CA that signed the broker's certificate (PEM)
-
-
-def _certificates(directory: Path) -> tuple[Path, Path]:
-    """A CA and the broker's PEM key store (PKCS#8 key, certificate chain for 127.0.0.1 and localhost)."""
-    ca = CertificateAuthority(directory)
-    return ca.location, ca.issue("server", "CN=localhost", hosts=("localhost", "127.0.0.1")).keystore
-
-
-def _secured_settings(keystore: Path, secured: int) -> dict[str, str]:
-    """The same settings for both brokers: Kafka's names, read by each."""
-    return {
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-    }
-
-
-@pytest.fixture(scope="module", params=["kafka", "onceflow"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    """A secured cluster: Apache Kafka, then Onceflow's broker process, configured the same way."""
-    ca, keystore = _certificates(tmp_path_factory.mktemp("tls"))
-    secured = free_port()
-    if request.param == "onceflow":
-        port = free_port()
-        proc = BrokerProcess(tmp_path_factory.mktemp("onceflow-secured") / "data", {
-            **_secured_settings(keystore, secured),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secured}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
-        }, port=port)
-        proc.start()
-        try:
-            yield Secured(proc.bootstrap_servers, f"127.0.0.1:{secured}", ca)
-        finally:
-            proc.stop()
-        return
-    kafka = KafkaCluster(overrides={"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                                    "super.users": "User:ANONYMOUS"},
-                         heap="512m", data_dir=tmp_path_factory.mktemp("kafka-secured"))
-    node = kafka.nodes[1]
-    kafka.overrides.update({
-        **_secured_settings(keystore, secured),
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port},"
-                     f"SASL_SSL://127.0.0.1:{secured}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_SSL://127.0.0.1:{secured}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
-    })
-    with kafka:
-        yield Secured(kafka.bootstrap_servers, f"127.0.0.1:{secured}", ca)
+@pytest.fixture
+def cluster(secured: Secured) -> Secured:
+    """The session's secured cluster (``tests/reference/conftest.py``): Apache Kafka, then Onceflow."""
+    return secured
 
 
 def onceflow(bootstrap: str, *args: str, stdin: str | None = None, timeout: str = "15") -> subprocess.CompletedProcess[str]:
@@ -132,7 +75,7 @@ def test_users_add_list_and_remove(cluster: Secured) -> None:
     assert ok(cluster.admin, "users", "remove", "bob", "--mechanism", "SCRAM-SHA-512") == [
         {"user": "bob", "mechanism": "SCRAM-SHA-512", "removed": True}]
     assert ok(cluster.admin, "users", "remove", "bob") == [{"user": "bob", "mechanism": "SCRAM-SHA-256", "removed": True}]
-    assert ok(cluster.admin, "users", "list") == []
+    assert [u for u in ok(cluster.admin, "users", "list") if u["user"] == "bob"] == []  # the session shares the cluster
     assert "no SCRAM credentials" in failed(cluster.admin, "users", "remove", "bob")
     assert "--iterations must be from 4096" in failed(cluster.admin, "users", "add", "bob", "--password", SECRET,
                                                       "--iterations", "100", status=2)
@@ -231,44 +174,6 @@ def test_the_spark_connector_reaches_the_secured_listener_with_sparks_options(cl
     assert admin.latest(partitions) == {("erin-events", 0): 0, ("erin-events", 1): 0}
     assert SECRET not in repr(source) and SECRET not in repr(parse_sink_options({**spark_options, "topic": "t"},
                                                                                 streaming=False))
-
-
-def test_the_exactly_once_spark_sink_runs_over_sasl_ssl_with_scram(spark: Any, cluster: Secured, tmp_path: Path) -> None:
-    """A real Spark micro-batch query, read_committed source to exactly-once sink, as a SCRAM user over
-    SASL_SSL with the grants docs/security.md gives a pipeline: READ on its input and group, WRITE on
-    its output, its transactional ids (``onceflow-sink-``) and its progress topic (``onceflow-progress-``,
-CREATE included); its readers' generated groups (``onceflow-spark-source-``, and the sink's progress
-reader's ``onceflow-progress-reader-``) may be read."""
-    from tests.integration.spark.support import assert_exactly_once, inputs, read_topic, run_available_now, upper
-
-    src, dst = f"pay-in-{uuid.uuid4().hex[:6]}", f"pay-out-{uuid.uuid4().hex[:6]}"
-    ok(cluster.admin, "topics", "create", src, "--partitions", "2")
-    ok(cluster.admin, "topics", "create", dst, "--partitions", "2")
-    committed = inputs(cluster.admin, src, 200)
-    ok(cluster.admin, "users", "add", "pipeline", "--password-stdin", stdin=f"{SECRET}\n")
-    grant = ("acls", "add", "--allow-principal", "User:pipeline")
-    ok(cluster.admin, *grant, "--operation", "Read", "--operation", "Describe", "--topic", src)
-    ok(cluster.admin, *grant, "--operation", "Write", "--operation", "Describe", "--topic", dst)
-    ok(cluster.admin, *grant, "--operation", "All", "--topic", "onceflow-progress-", "--resource-pattern-type", "prefixed")
-    ok(cluster.admin, *grant, "--operation", "Write", "--operation", "Describe", "--transactional-id", "onceflow-sink-",
-       "--resource-pattern-type", "prefixed")
-    ok(cluster.admin, *grant, "--operation", "Read", "--group", "onceflow-spark-source-", "--group",
-       "onceflow-progress-reader-", "--resource-pattern-type", "prefixed")
-    secured = {
-        "kafka.bootstrap.servers": cluster.secured,
-        "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "SCRAM-SHA-256",
-        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                                  f'username="pipeline" password="{SECRET}";',
-        "kafka.ssl.truststore.type": "PEM",
-        "kafka.ssl.truststore.location": str(cluster.ca),
-    }
-    reader = spark.readStream.format("onceflow").option("subscribe", src).option("startingOffsets", "earliest")
-    for key, value in {**secured, "maxOffsetsPerTrigger": "80"}.items():
-        reader = reader.option(key, value)
-    query = run_available_now(upper(reader.load()), {**secured, "topic": dst}, str(tmp_path / "checkpoint"))
-    assert [p for p in query.recentProgress if p["numInputRows"]], "micro-batches ran"
-    assert_exactly_once(read_topic(cluster.admin, dst, [0, 1]), committed)
 
 
 def test_kafkas_own_tools_manage_scram_users_and_acls_and_produce_with_a_command_config(cluster: Secured,
