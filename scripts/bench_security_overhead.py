@@ -60,6 +60,7 @@ def client_settings(protocol: str, ca: Path) -> list[str]:
 @contextmanager
 def onceflow_broker(directory: Path, keystore: Path) -> Iterator[dict[str, str]]:
     ports = {name: free_port() for name in PROTOCOLS}
+    (directory / "onceflow").mkdir(parents=True, exist_ok=True)
     proc = BrokerProcess(directory / "onceflow" / "data", {
         **security_settings(keystore),
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
