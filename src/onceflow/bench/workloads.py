@@ -12,6 +12,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..broker.process import BrokerProcess, free_port
 from ..clientconfig import NO_SETTINGS, ClientSettings
@@ -196,11 +197,27 @@ def count_records(bootstrap: str, topic: str, client: ClientSettings = NO_SETTIN
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         total = 0
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            low, high = _watermarks(consumer, TopicPartition(topic, p))
             total += high - low
         return total
     finally:
         consumer.close()
+
+
+def _watermarks(consumer: Any, partition: Any, timeout_s: float = 30) -> tuple[int, int]:
+    """The partition's watermarks, asked again while the answer is retriable: Apache Kafka answers
+    NOT_LEADER_OR_FOLLOWER for a moment after a topic is created, until its leader is known."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 class _Delivery:
