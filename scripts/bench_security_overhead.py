@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,14 @@ def add_user(bootstrap: str) -> None:
         future.result(30)
 
 
+def delete_topics(bootstrap: str) -> None:
+    """Each run writes a fresh topic: deleted after it, or the runs fill the disk (a few GB each)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")]
+    for future in (admin.delete_topics(topics).values() if topics else ()):
+        future.result(60)
+
+
 def run_once(workload: str, bootstrap: str, settings: list[str], seconds: float, records: int) -> float:
     cmd = [sys.executable, "-m", "onceflow", "bench", workload, "--bootstrap-servers", bootstrap, *settings, "--json"]
     cmd += ["--seconds", f"{seconds:g}"] if workload == "produce" else ["--records", str(records)]
@@ -113,6 +122,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="bench-security-"))
+    stack_cleanup = ExitStack()
+    stack_cleanup.callback(shutil.rmtree, directory, True)
     ca = CertificateAuthority(directory / "pki")
     keystore = ca.issue("broker", "CN=localhost", hosts=("127.0.0.1", "localhost")).keystore
     figures: dict[tuple[str, str, str], list[float]] = {}
@@ -130,8 +141,10 @@ def main() -> None:
                         figure = run_once(workload, listeners[protocol], client_settings(protocol, ca.location),
                                           args.seconds, args.records)
                         figures.setdefault((workload, name, protocol), []).append(figure)
+                        delete_topics(listeners["PLAINTEXT"])
                         print(f"round {round_no + 1} {workload:8} {name:9} {protocol:15} {figure:12,.0f} records/s",
                               flush=True)
+    stack_cleanup.close()
     print()
     for workload in args.workloads.split(","):
         for name in brokers:
