@@ -190,6 +190,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self.authenticator: Authenticator | None = None
         #: When bytes last came or went (``connections.max.idle.ms``).
         self.last_active_ms = state.now_ms()
+        if security.new_authenticator is not None:  # from the first byte, even one before connection_made
+            self._reader.max_frame_bytes = security.sasl_max_receive
 
     # -- asyncio.Protocol -----------------------------------------------------
 
@@ -207,7 +209,6 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self._principal_from_certificate(transport, security.principal_mapper)
         if security.new_authenticator is not None:
             self.authenticator = security.new_authenticator(self.peer)
-            self._reader.max_frame_bytes = security.sasl_max_receive
         if self._reader.buffered and not self._closing:
             self._process_frames()
 
