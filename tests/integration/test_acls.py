@@ -313,15 +313,19 @@ def test_produce_and_fetch_are_refused_per_topic_and_nothing_is_written(cluster:
     consumer = cluster.consumer(**{"group.id": unique("g")})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        error = None
-        for _ in range(20):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error():
-                error = msg.error()
-                break
+        error = first_error(consumer)
         assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def first_error(consumer: Consumer, polls: int = 20) -> Any:
+    """The first error a consumer's polls return (at most ``polls`` half-second polls), or None."""
+    for _ in range(polls):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error():
+            return msg.error()
+    return None
 
 
 # -- groups -------------------------------------------------------------------
@@ -334,12 +338,7 @@ def test_a_group_the_client_may_not_read_is_refused(cluster: Cluster, acls: Acls
     consumer = cluster.consumer(**{"group.id": group})
     try:
         consumer.subscribe([topic])
-        error = None
-        for _ in range(20):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error():
-                error = msg.error()
-                break
+        error = first_error(consumer)
         assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()

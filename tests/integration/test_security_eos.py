@@ -102,13 +102,19 @@ def _committed_values(broker: EmbeddedBroker, topic: str) -> list[bytes]:
     return values
 
 
-def test_an_intruder_without_write_on_the_transactional_id_cannot_fence_its_owner(broker: EmbeddedBroker) -> None:
+def _open_transaction(broker: EmbeddedBroker, value: bytes) -> tuple[Producer, str]:
+    """Alice's producer with a transaction open on OUT holding ``value``, and its transactional id."""
     txn = f"{TXN}-{uuid.uuid4().hex[:6]}"
     alice = Producer(_as(broker, "alice", **{"transactional.id": txn}))
     alice.init_transactions(TIMEOUT_S)
     alice.begin_transaction()
-    alice.produce(OUT, b"alice's payment")
+    alice.produce(OUT, value)
     alice.flush(TIMEOUT_S)
+    return alice, txn
+
+
+def test_an_intruder_without_write_on_the_transactional_id_cannot_fence_its_owner(broker: EmbeddedBroker) -> None:
+    alice, txn = _open_transaction(broker, b"alice's payment")
     intruder = Producer(_as(broker, "mallory", **{"transactional.id": txn}))
     with pytest.raises(KafkaException) as refused:
         intruder.init_transactions(TIMEOUT_S)
@@ -165,12 +171,7 @@ def test_an_open_transaction_is_listed_to_its_owner_and_the_operator_but_not_to_
     from onceflow.tools.common import ToolError
     from onceflow.tools.txn import describe_transaction, list_transactions
 
-    txn = f"{TXN}-{uuid.uuid4().hex[:6]}"
-    alice = Producer(_as(broker, "alice", **{"transactional.id": txn}))
-    alice.init_transactions(TIMEOUT_S)
-    alice.begin_transaction()
-    alice.produce(OUT, b"open")
-    alice.flush(TIMEOUT_S)
+    alice, txn = _open_transaction(broker, b"open")
 
     def listed(user: str | None) -> set[str]:
         if user is None:

@@ -5,9 +5,7 @@ are made in tmp_path (PEM with openssl where a real key and certificate are need
 from __future__ import annotations
 
 import argparse
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,21 +39,25 @@ def error(settings: dict[str, str]) -> SettingError:
 
 @pytest.fixture(scope="module")
 def pem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A CA certificate, a client key and certificate, and the key store file holding both."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
+    """A CA certificate, a client key and certificate, and the key stores holding both (PEM, PKCS#12)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from onceflow.security.certs import CertificateAuthority
+
     d = tmp_path_factory.mktemp("pem")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-            str(d / "ca.key"), "-out", str(d / "ca.pem"), "-days", "2", "-subj", "/CN=test-ca")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-            str(d / "client.key"), "-out", str(d / "client.crt"), "-days", "2", "-subj", "/CN=client")
+    ca = CertificateAuthority(d / "pki", "CN=test-ca")
+    issued = ca.issue("client", "CN=client")
+    (d / "ca.pem").write_bytes(ca.pem)
+    (d / "client.key").write_bytes(issued.key.read_bytes())
+    (d / "client.crt").write_bytes(issued.certificate.read_bytes())
     (d / "keystore.pem").write_text((d / "client.key").read_text() + (d / "client.crt").read_text())
-    openssl("pkcs12", "-export", "-in", str(d / "client.crt"), "-inkey", str(d / "client.key"), "-out",
-            str(d / "keystore.p12"), "-passout", f"pass:{SECRET}")
+    key = serialization.load_pem_private_key(issued.key.read_bytes(), password=None)
+    certificate = x509.load_pem_x509_certificate(issued.certificate.read_bytes())
+    (d / "keystore.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        b"client", key, certificate, None,  # type: ignore[arg-type]
+        serialization.BestAvailableEncryption(SECRET.encode())))
     (d / "store.jks").write_bytes(b"\xfe\xed\xfe\xed" + b"\x00" * 60)
     return {name: d / name for name in ("ca.pem", "client.key", "client.crt", "keystore.pem", "keystore.p12", "store.jks")}
 

@@ -589,15 +589,9 @@ _JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required usern
 
 
 def test_spark_security_options_are_translated_for_librdkafka(tmp_path: Any) -> None:
-    import shutil
-    import subprocess
+    from onceflow.security.certs import CertificateAuthority
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    ca = tmp_path / "ca.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", str(tmp_path / "ca.key"), "-out", str(ca), "-days", "2", "-subj", "/CN=ca"],
-                   check=True, capture_output=True)
+    ca = CertificateAuthority(tmp_path, "CN=ca").location
     settings = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": _JAAS,
                 "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(ca),
                 "kafka.ssl.endpoint.identification.algorithm": ""}
