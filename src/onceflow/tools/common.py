@@ -37,6 +37,8 @@ Data = list[dict[str, Any]] | dict[str, Any]
 class ToolError(Exception):
     """A failure the command reports as one line on stderr (exit status 1)."""
 
+    one_line = True
+
 
 class UsageError(ToolError):
     """Options that cannot go together, found before anything is asked of the cluster (exit status 2)."""
@@ -119,21 +121,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def error_line(exc: BaseException) -> str:
-    """A one-line description of a client library's (or our) exception."""
-    from confluent_kafka import KafkaError, KafkaException
+    """A one-line description of a client library's (or our) exception (``onceflow.clienterrors``)."""
+    from ..clienterrors import error_line as line
 
-    text = ""
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        err = exc.args[0]
-        text = f"{err.str()} ({err.name()})"
-    elif isinstance(exc, KafkaError):
-        text = f"{exc.str()} ({exc.name()})"
-    elif isinstance(exc, (ToolError, SettingError, concurrent.futures.TimeoutError)):
-        text = str(exc) or "timed out"
-    else:
-        module = type(exc).__module__ or ""
-        text = str(exc) if module.startswith("kafka") and str(exc) else f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())
+    return line(exc)
+
+
+def missing_topic(topic: str) -> ToolError:
+    """The one wording of "no such topic", whichever command found it."""
+    return ToolError(f"topic {topic!r}: UNKNOWN_TOPIC_OR_PARTITION (code 3): the topic does not exist")
 
 
 # -- clients -------------------------------------------------------------------

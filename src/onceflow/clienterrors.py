@@ -1,0 +1,168 @@
+"""Client failures as one line: Kafka errors, clusters out of reach, client libraries' log floods.
+
+Every ``onceflow`` command that reaches a cluster (the tools, bench, chaos, the demo) reports
+a failure the same way, whichever client library met it:
+
+* a Kafka error reads ``NAME (code N): message``: ``UNKNOWN_TOPIC_OR_PARTITION (code 3): ...``
+  from confluent-kafka (librdkafka's local errors keep their ``_`` names and negative codes:
+  ``_TRANSPORT (code -195)``) and from kafka-python alike (``kafka_error_text``);
+* a cluster none of whose bootstrap addresses takes a TCP connection is named with the reason
+  the moment that is known (``check_reachable``), instead of after the client's own retries:
+  ``cannot reach 127.0.0.1:1: connection refused``;
+* librdkafka's log lines and error callbacks are captured (``ClientLog``) rather than printed:
+  the first error explains a later timeout, and a count of what was hidden is one line.
+  ``--log-level DEBUG`` shows them all as they come.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import socket
+import time
+from typing import Any
+
+#: librdkafka's error codes that mean the cluster could not be reached or talked to.
+_CONNECTION_ERRORS = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_AUTHENTICATION", "_SSL", "_RESOLVE", "_TIMED_OUT",
+                      "SASL_AUTHENTICATION_FAILED", "_UNKNOWN_BROKER"}
+
+
+class Unreachable(Exception):
+    """None of the bootstrap addresses could be reached; the message names them and why."""
+
+
+def kafka_error_text(error: Any) -> str:
+    """A client library's Kafka error as ``NAME (code N): message``; None-safe for other objects."""
+    name = code = message = None
+    if callable(getattr(error, "name", None)) and callable(getattr(error, "code", None)):  # confluent-kafka
+        name, code, message = error.name(), error.code(), error.str()
+    elif hasattr(error, "errno") and hasattr(error, "message") and hasattr(error, "description"):  # kafka-python
+        name, code = error.message, error.errno
+        detail = " ".join(str(a) for a in getattr(error, "args", ()) if a)
+        message = detail or error.description
+    if name is None:
+        return " ".join(str(error).split())
+    message = " ".join(str(message or "").split())
+    message = message.removeprefix("Broker: ")
+    return f"{name} (code {code}): {message}" if message else f"{name} (code {code})"
+
+
+def error_line(exc: BaseException) -> str:
+    """One line describing any failure a command meets: Kafka errors as ``kafka_error_text``,
+    timeouts as such, our own errors by their message, anything else with its type."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return kafka_error_text(exc.args[0])
+    if isinstance(exc, KafkaError):
+        return kafka_error_text(exc)
+    if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)) and not str(exc):
+        return "timed out"
+    if (type(exc).__module__ or "").startswith("kafka") and hasattr(exc, "errno"):
+        return kafka_error_text(exc)
+    if isinstance(exc, Unreachable) or getattr(exc, "one_line", False):
+        return " ".join(str(exc).split())
+    text = str(exc)
+    module = type(exc).__module__ or ""
+    if module.startswith(("onceflow", "kafka")) and text:
+        return " ".join(text.split())
+    return " ".join(f"{type(exc).__name__}: {text}".split()) if text else type(exc).__name__
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        for prefix in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://"):
+            if item.upper().startswith(prefix):
+                item = item[len(prefix):]
+        host, _, port = item.rpartition(":")
+        if host and port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def check_reachable(bootstrap: str, timeout: float) -> None:
+    """Return once one of ``bootstrap``'s addresses takes a TCP connection; else raise
+    ``Unreachable`` naming each address and its reason, within ``timeout`` seconds in all.
+    Only a TCP connection is made (and closed at once): what is said on it is the client's."""
+    addresses = _addresses(bootstrap)
+    if not addresses:
+        return  # nothing we can check; the client will say what is wrong
+    deadline = time.monotonic() + timeout
+    reasons = []
+    for host, port in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reasons.append(f"{host}:{port}: no answer within {timeout:g}s")
+            continue
+        try:
+            with socket.create_connection((host, port), timeout=left):
+                return
+        except TimeoutError:
+            reasons.append(f"{host}:{port}: no answer within {timeout:g}s")
+        except socket.gaierror as exc:
+            reasons.append(f"{host}:{port}: unknown host ({exc.strerror})")
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {(exc.strerror or str(exc)).lower()}")
+    raise Unreachable("cannot reach " + "; ".join(reasons))
+
+
+class _Capture(logging.Handler):
+    def __init__(self, owner: ClientLog) -> None:
+        super().__init__(logging.DEBUG)
+        self.owner = owner
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.owner.hidden += 1
+
+
+class ClientLog:
+    """What a command's librdkafka clients say, kept rather than printed.
+
+    ``settings()`` goes into each client's configuration: librdkafka's log lines go to a logger
+    that counts them (and, with ``debug``, passes them on to stderr), and its error callback
+    keeps the errors, the first of which explains a later failure (``explain``)."""
+
+    def __init__(self, debug: bool = False) -> None:
+        self.debug = debug
+        self.hidden = 0
+        self.errors: list[str] = []
+        self.logger = logging.getLogger(f"onceflow.client.{id(self):x}")
+        self.logger.propagate = debug
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(_Capture(self))
+
+    def _error(self, error: Any) -> None:
+        text = kafka_error_text(error)
+        if len(self.errors) < 100 and text not in self.errors:
+            self.errors.append(text)
+        if self.debug:
+            logging.getLogger("onceflow.client").warning("client error: %s", text)
+
+    def settings(self) -> dict[str, Any]:
+        """librdkafka settings that route its logs and errors here."""
+        return {"logger": self.logger, "error_cb": self._error}
+
+    def connection_error(self) -> str | None:
+        """The first error about reaching or talking to the cluster, if any was reported."""
+        for text in self.errors:
+            if text.split(" ", 1)[0] in _CONNECTION_ERRORS:
+                return text
+        return None
+
+    def explain(self, failure: str) -> str:
+        """``failure`` with the client's first connection error after it, when there was one."""
+        error = self.connection_error()
+        return f"{failure} ({error})" if error and error not in failure else failure
+
+    def summary(self) -> str | None:
+        """One line on what was hidden, or None."""
+        if self.debug or not (self.hidden or self.errors):
+            return None
+        parts = []
+        if self.errors:
+            parts.append(f"{len(self.errors)} client error{'s' if len(self.errors) != 1 else ''}")
+        if self.hidden:
+            parts.append(f"{self.hidden} client log line{'s' if self.hidden != 1 else ''}")
+        return f"({' and '.join(parts)} hidden; --log-level DEBUG shows them)"
