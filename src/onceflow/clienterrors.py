@@ -42,9 +42,22 @@ def kafka_error_text(error: Any) -> str:
         message = detail or error.description
     if name is None:
         return " ".join(str(error).split())
+    name = _kafka_name(code, name)
     message = " ".join(str(message or "").split())
     message = message.removeprefix("Broker: ")
     return f"{name} (code {code}): {message}" if message else f"{name} (code {code})"
+
+
+def _kafka_name(code: Any, fallback: str) -> str:
+    """Kafka's own name of a broker error code (librdkafka shortens some: UNKNOWN_TOPIC_OR_PART)."""
+    if not isinstance(code, int) or code < 0:
+        return fallback
+    from kio.schema.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return fallback
 
 
 def error_line(exc: BaseException) -> str:
