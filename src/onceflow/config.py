@@ -26,6 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
+import javaproperties
+
 log = logging.getLogger(__name__)
 
 
@@ -369,31 +371,15 @@ TOPIC_CONFIGS: dict[str, ConfigDef[Any]] = {row.name: row for row in _TOPIC_ROWS
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
-    backslash line continuations."""
-    out: dict[str, str] = {}
-    pending = ""
-    for raw_line in text.splitlines():
-        line = pending + raw_line.strip() if pending else raw_line.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:" or ch.isspace():
-                key, value = line[:i].strip(), line[i + 1 :].strip()
-                if ch.isspace() and value[:1] in ("=", ":"):
-                    value = value[1:].strip()
-                break
-        else:
-            key, value = line, ""
-        out[key] = value
-    if pending:
-        key, _, value = pending.partition("=")
-        out[key.strip()] = value.strip()
-    return out
+    """Java ``.properties`` text as ``java.util.Properties.load`` reads it (how Kafka reads
+    ``server.properties``): ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
+    backslash escapes (``C:\\\\kafka``, ``a\\=b``, ``\\u0041``); continuation lines, their leading
+    whitespace dropped; the last of a repeated key wins.  The ``javaproperties`` library does the
+    parsing.  Raises ConfigError on a malformed ``\\u`` escape (Java: IllegalArgumentException)."""
+    try:
+        return dict(javaproperties.loads(text))
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"invalid \\u escape {exc.escape!r}") from None
 
 
 class BrokerConfig:

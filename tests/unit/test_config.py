@@ -65,6 +65,44 @@ def test_parse_properties_forms() -> None:
     assert parse_properties("a=1\nb: 2\nc 3\n! x\nd=\n") == {"a": "1", "b": "2", "c": "3", "d": ""}
 
 
+#: Each line of a .properties file and what java.util.Properties.load (Java 17, as Kafka's
+#: Utils.loadProps calls it) makes of it, checked with a small Java program printing the map.
+JAVA_PROPERTIES_CASES = [
+    pytest.param("log.dirs=C:\\\\kafka\\\\logs\n", {"log.dirs": "C:\\kafka\\logs"}, id="escaped-backslashes"),
+    pytest.param("a\\=b=c\n", {"a=b": "c"}, id="escaped-separator-in-key"),
+    pytest.param("colon\\:key:z\n", {"colon:key": "z"}, id="escaped-colon-in-key"),
+    pytest.param("k=\\u0041x\n", {"k": "Ax"}, id="unicode-escape"),
+    pytest.param("cont=one,\\\n     two\n", {"cont": "one,two"}, id="continuation-drops-leading-whitespace"),
+    pytest.param("key value\n", {"key": "value"}, id="whitespace-separator"),
+    pytest.param("k2\\ with\\ space = x\n", {"k2 with space": "x"}, id="escaped-spaces-in-key"),
+    pytest.param("tabs\t =\t y\n", {"tabs": "y"}, id="tabs-around-separator"),
+    pytest.param(" spaced   :  v  \n", {"spaced": "v  "}, id="trailing-whitespace-kept"),
+    pytest.param("  # comment\n! bang\nempty\n", {"empty": ""}, id="comments-and-a-key-alone"),
+    pytest.param("trail=a\\\nlast=\\", {"trail": "alast="}, id="continuation-joins-the-next-line"),
+    pytest.param("x=1\nx=2\n", {"x": "2"}, id="last-repeat-wins"),
+]
+
+
+@pytest.mark.parametrize(("text", "java"), JAVA_PROPERTIES_CASES)
+def test_parse_properties_reads_as_java_does(text: str, java: dict[str, str]) -> None:
+    assert parse_properties(text) == java
+
+
+def test_parse_properties_refuses_a_malformed_unicode_escape() -> None:
+    with pytest.raises(ConfigError, match=r"invalid \\u escape '\\\\uZZ'"):
+        parse_properties("x=\\uZZ\n")
+
+
+def test_a_properties_file_with_windows_paths_and_escapes(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("log.dirs=C:\\\\kafka\\\\logs\nnum.partitions 3\nsuper.users=User:\\u0041dmin\n"
+                     "log.cleanup.policy=delete,\\\n    compact\n")
+    cfg = BrokerConfig.load(props)
+    assert cfg["num.partitions"] == 3
+    assert cfg["super.users"] == "User:Admin"
+    assert cfg["log.cleanup.policy"] == ["delete", "compact"]
+
+
 def test_listeners_and_advertised_listeners_are_named_endpoints() -> None:
     assert BrokerConfig()[ADVERTISED_LISTENERS] is None  # Kafka's default: advertise the listen address
     cfg = BrokerConfig({"advertised.listeners": "SSL://h:9093, PLAINTEXT://proxy.local:19092"})
