@@ -20,6 +20,7 @@ are accepted and ignored with one log line, so an existing
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -382,6 +383,40 @@ def parse_properties(text: str) -> dict[str, str]:
         raise ConfigError(f"invalid \\u escape {exc.escape!r}") from None
 
 
+#: A ``server.properties`` larger than this is not one (and ``--config /dev/zero`` must end).
+PROPERTIES_FILE_MAX_BYTES = 16 << 20
+#: Bytes no hand-written .properties file holds: C0 controls other than tab, LF, FF and CR.
+_BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f]")
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    """A ``server.properties`` file, parsed by ``parse_properties``.  Its bytes are UTF-8, or
+    ISO-8859-1 (what ``Properties.load`` assumes) where they are not.  A file that cannot be read,
+    or that is not text (NUL or other control bytes: a binary file, UTF-16, a wrong path), raises
+    ConfigError: one line naming the file, so ``onceflow broker`` refuses it before starting."""
+    name = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(PROPERTIES_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
+    binary = _BINARY_BYTE.search(data)
+    if binary is not None:
+        at, byte = binary.start(), data[binary.start()]
+        what = f"NUL bytes (the first at byte {at})" if byte == 0 else f"control byte 0x{byte:02x} at byte {at}"
+        raise ConfigError(f"not a .properties file: {name} contains {what}, so it is binary, not text")
+    if len(data) > PROPERTIES_FILE_MAX_BYTES:
+        raise ConfigError(f"not a .properties file: {name} is larger than {PROPERTIES_FILE_MAX_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    try:
+        return parse_properties(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
 class BrokerConfig:
     """The broker's effective configuration (defaults < properties file < overrides)."""
 
@@ -396,7 +431,7 @@ class BrokerConfig:
     def load(cls, properties_file: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
         settings: dict[str, Any] = {}
         if properties_file is not None:
-            settings.update(parse_properties(Path(properties_file).read_text(encoding="utf-8")))
+            settings.update(read_properties_file(properties_file))
         for item in overrides:
             key, sep, value = item.partition("=")
             if not sep:

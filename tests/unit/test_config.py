@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,44 @@ def test_kip848_timeouts_are_held_within_their_bounds_as_kafka_holds_them() -> N
                                           "group.consumer.max.session.timeout.ms"):
         config.update({"group.consumer.session.timeout.ms": 70_000})
     assert config["group.consumer.session.timeout.ms"] == 45_000, "a refused update changes nothing"
+
+
+@pytest.mark.parametrize(("content", "what"), [
+    pytest.param(b"num.partitions=3\x00\x00\x01", "contains NUL bytes (the first at byte 16)", id="nul-bytes"),
+    pytest.param("num.partitions=3\n".encode("utf-16"), "contains NUL bytes", id="utf-16"),
+    pytest.param(b"\x1f\x8b\x08 gzip-like", "contains control byte 0x1f at byte 0", id="control-bytes"),
+])
+def test_a_file_that_is_not_text_is_refused_in_one_line_naming_it(tmp_path: Path, content: bytes, what: str) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.load(path)
+    message = str(refused.value)
+    assert message.startswith(f"not a .properties file: {path} {what}")
+    assert "\n" not in message
+
+
+def test_a_file_that_cannot_be_read_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^cannot read .*missing\.properties: No such file or directory$"):
+        BrokerConfig.load(tmp_path / "missing.properties")
+    with pytest.raises(ConfigError, match=r"^cannot read .*: Is a directory$"):
+        BrokerConfig.load(tmp_path)
+    bad_escape = tmp_path / "bad.properties"
+    bad_escape.write_text("x=\\u00\n")
+    with pytest.raises(ConfigError, match=r"bad\.properties: invalid \\u escape"):
+        BrokerConfig.load(bad_escape)
+
+
+def test_latin1_bytes_are_read_as_java_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"super.users=User:J\xfcrgen\n")  # ISO-8859-1, not UTF-8
+    assert BrokerConfig.load(path)["super.users"] == "User:J\u00fcrgen"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=3\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match=r"^cannot read .*server\.properties: Permission denied$"):
+        BrokerConfig.load(path)
