@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
 from onceflow.config import (
     ADVERTISED_LISTENERS,
+    BROKER_CONFIGS,
     BrokerConfig,
     ConfigError,
     TopicConfig,
+    kafka_broker_config_names,
     parse_endpoints,
     parse_properties,
     validate_topic_configs,
@@ -178,3 +182,85 @@ def test_an_unreadable_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
     path.chmod(0)
     with pytest.raises(ConfigError, match=r"^cannot read .*server\.properties: Permission denied$"):
         BrokerConfig.load(path)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "onceflow.config" and r.levelno == logging.WARNING]
+
+
+def test_an_unknown_setting_warns_in_kafkas_words_with_a_did_you_mean(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="onceflow.config")
+    cfg = BrokerConfig.load(None, ["foo.bar=1", "num.partitons=3"])
+    assert _warnings(caplog) == [
+        "The configuration 'foo.bar' was supplied but isn't a known config.",
+        "The configuration 'num.partitons' was supplied but isn't a known config (did you mean num.partitions?)",
+    ]
+    assert cfg["num.partitions"] == 1, "a typo changes nothing"
+    assert set(cfg.unknown) == {"foo.bar", "num.partitons"}
+
+
+def test_a_line_of_brackets_is_a_key_and_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("[[[\n")
+    assert parse_properties("[[[\n") == {"[[[": ""}  # Java: the key "[[[" with an empty value
+    BrokerConfig.load(path)
+    assert _warnings(caplog) == ["The configuration '[[[' was supplied but isn't a known config."]
+
+
+def test_a_kafka_setting_onceflow_ignores_is_info_not_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="onceflow.config")
+    cfg = BrokerConfig({"num.network.threads": "3", "log.dirs": "/var/lib/kafka"})
+    assert _warnings(caplog) == [] and cfg.unknown == {}
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert infos == ["ignoring configuration num.network.threads: Onceflow does not use it",
+                     "ignoring configuration log.dirs: Onceflow does not use it"]
+
+
+def test_no_name_kafka_knows_warns(caplog: pytest.LogCaptureFixture) -> None:
+    kafka_only = kafka_broker_config_names() - BROKER_CONFIGS.keys()
+    BrokerConfig(dict.fromkeys(kafka_only, "x"))
+    BrokerConfig({"listener.name.sasl_ssl.ssl.endpoint.identification.algorithm": "",
+                  "listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "com.example.Users",
+                  "listener.name.sasl_ssl.scram-sha-256.connections.max.reauth.ms": "60000",
+                  "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+                  "rsm.config.bucket": "b", "rlmm.config.remote.log.metadata.topic.replication.factor": "1"})
+    assert _warnings(caplog) == []
+
+
+def test_the_kafka_list_is_kafkas_broker_configs() -> None:
+    names = kafka_broker_config_names()
+    assert len(names) > 300 and {"num.network.threads", "log.dirs", "process.roles", "num.partitions"} <= names
+    # Onceflow's names are Kafka's but for its own settings, and for the authorizer's and JAAS's,
+    # which Kafka reads outside its ConfigDef: a misspelt Kafka name in the table would show here.
+    assert BROKER_CONFIGS.keys() - names == {"metrics.port", "console.allow.abort", "group.version", "transaction.version",
+                                             "super.users", "allow.everyone.if.no.acl.found", "java.security.auth.login.config"}
+
+
+def test_a_per_listener_typo_warns_with_the_listener_prefix(caplog: pytest.LogCaptureFixture) -> None:
+    BrokerConfig({"listener.name.sasl_ssl.ssl.keystore.locaton": "/k.pem",
+                  "listener.name.sasl_ssl.scram-sha-256.sasl.jass.config": "x required;"})
+    assert _warnings(caplog) == [
+        "The configuration 'listener.name.sasl_ssl.ssl.keystore.locaton' was supplied but isn't a known config "
+        "(did you mean listener.name.sasl_ssl.ssl.keystore.location?)",
+        "The configuration 'listener.name.sasl_ssl.scram-sha-256.sasl.jass.config' was supplied but isn't a known config "
+        "(did you mean listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config?)",
+    ]
+
+
+def test_a_bad_value_is_still_refused_beside_a_typo() -> None:
+    with pytest.raises(ConfigError, match="num.partitions"):
+        BrokerConfig.load(None, ["num.partitons=3", "num.partitions=zero"])
+
+
+def test_embedded_broker_typo_is_a_user_warning_and_a_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from onceflow.broker.embedded import EmbeddedBroker
+
+    with pytest.warns(UserWarning, match=r"^The configuration 'num\.partitons' was supplied but isn't a known config "
+                                         r"\(did you mean num\.partitions\?\)$") as caught:
+        broker = EmbeddedBroker(tmp_path, **{"num.partitons": 3})
+    assert [w.filename for w in caught] == [__file__], "the warning points at the caller's line"
+    assert broker.config["num.partitions"] == 1
+    assert _warnings(caplog) == [str(caught[0].message)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        EmbeddedBroker(tmp_path, **{"num.partitions": 3, "num.network.threads": 8})
