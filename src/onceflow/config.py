@@ -10,8 +10,12 @@ top of the broker-wide synonym of each key (``retention.ms`` falls back to
 DescribeConfigs reports as each entry's source.
 
 Keys Kafka has but Onceflow has no use for (thread pools, replication...)
-are accepted and ignored with one log line, so an existing
-``server.properties`` works unchanged.  Per-listener settings
+are accepted and ignored with one INFO line, so an existing
+``server.properties`` works unchanged; Kafka's names are Apache Kafka's own
+list, ``kafka_broker_configs.txt`` (``scripts/kafka_broker_configs.py``).  A
+key neither knows (a typo: ``num.partitons``) is ignored with one WARNING,
+with a did-you-mean when a known name is close; the broker still starts, as
+Kafka's does.  Per-listener settings
 (``listener.name.<listener>.<key>``, Kafka's prefix for ``ssl.*`` and
 ``sasl.*`` keys) are kept beside the broker-wide ones and read with
 ``BrokerConfig.for_listener``.
@@ -19,12 +23,18 @@ are accepted and ignored with one log line, so an existing
 
 from __future__ import annotations
 
+import difflib
+import functools
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar, cast, overload
+
+import javaproperties
 
 log = logging.getLogger(__name__)
 
@@ -369,31 +379,98 @@ TOPIC_CONFIGS: dict[str, ConfigDef[Any]] = {row.name: row for row in _TOPIC_ROWS
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
-    backslash line continuations."""
-    out: dict[str, str] = {}
-    pending = ""
-    for raw_line in text.splitlines():
-        line = pending + raw_line.strip() if pending else raw_line.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:" or ch.isspace():
-                key, value = line[:i].strip(), line[i + 1 :].strip()
-                if ch.isspace() and value[:1] in ("=", ":"):
-                    value = value[1:].strip()
-                break
-        else:
-            key, value = line, ""
-        out[key] = value
-    if pending:
-        key, _, value = pending.partition("=")
-        out[key.strip()] = value.strip()
-    return out
+    """Java ``.properties`` text as ``java.util.Properties.load`` reads it (how Kafka reads
+    ``server.properties``): ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
+    backslash escapes (``C:\\\\kafka``, ``a\\=b``, ``\\u0041``); continuation lines, their leading
+    whitespace dropped; the last of a repeated key wins.  The ``javaproperties`` library does the
+    parsing.  Raises ConfigError on a malformed ``\\u`` escape (Java: IllegalArgumentException)."""
+    try:
+        return dict(javaproperties.loads(text))
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"invalid \\u escape {exc.escape!r}") from None
+
+
+#: A ``server.properties`` larger than this is not one (and ``--config /dev/zero`` must end).
+PROPERTIES_FILE_MAX_BYTES = 16 << 20
+#: Bytes no hand-written .properties file holds: C0 controls other than tab, LF, FF and CR.
+_BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f]")
+
+
+def read_properties_file(path: str | Path) -> dict[str, str]:
+    """A ``server.properties`` file, parsed by ``parse_properties``.  Its bytes are UTF-8, or
+    ISO-8859-1 (what ``Properties.load`` assumes) where they are not.  A file that cannot be read,
+    or that is not text (NUL or other control bytes: a binary file, UTF-16, a wrong path), raises
+    ConfigError: one line naming the file, so ``onceflow broker`` refuses it before starting."""
+    name = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(PROPERTIES_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
+    binary = _BINARY_BYTE.search(data)
+    if binary is not None:
+        at, byte = binary.start(), data[binary.start()]
+        what = f"NUL bytes (the first at byte {at})" if byte == 0 else f"control byte 0x{byte:02x} at byte {at}"
+        raise ConfigError(f"not a .properties file: {name} contains {what}, so it is binary, not text")
+    if len(data) > PROPERTIES_FILE_MAX_BYTES:
+        raise ConfigError(f"not a .properties file: {name} is larger than {PROPERTIES_FILE_MAX_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    try:
+        return parse_properties(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+#: Families Kafka reads by prefix rather than by name: config providers
+#: (``config.providers.<name>.class``, ``...param.<p>``) and the remote-storage plugins' own
+#: settings under the default ``remote.log.storage.manager.impl.prefix`` and
+#: ``remote.log.metadata.manager.impl.prefix``.
+_KAFKA_PREFIXES = ("config.providers.", "rsm.config.", "rlmm.config.")
+
+
+@functools.cache
+def kafka_broker_config_names() -> frozenset[str]:
+    """Apache Kafka's broker configuration names (``kafka_broker_configs.txt``)."""
+    text = resources.files("onceflow").joinpath("kafka_broker_configs.txt").read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+@functools.cache
+def _known_names() -> tuple[str, ...]:
+    """What a typo is compared with: Onceflow's names and Kafka's."""
+    return tuple(sorted(kafka_broker_config_names() | BROKER_CONFIGS.keys()))
+
+
+def _kafka_knows(key: str) -> bool:
+    return key in kafka_broker_config_names() or key.startswith(_KAFKA_PREFIXES)
+
+
+def _per_mechanism(rest: str) -> str | None:
+    """``<mechanism>.<key>`` after a listener prefix, for the keys Kafka reads per SASL mechanism
+    (``scram-sha-256.sasl.jaas.config``, ``plain.connections.max.reauth.ms``): ``<key>``, else None."""
+    _, dot, key = rest.partition(".")
+    if dot and (key.startswith("sasl.") or key == CONNECTIONS_MAX_REAUTH_MS.name) and _kafka_knows(key):
+        return key
+    return None
+
+
+def unknown_config_message(key: str) -> str:
+    """The warning for a key neither Onceflow nor Kafka knows, in the words of Kafka's own warning
+    for a key it does not know (``AbstractConfig.logUnused`` in older Kafka clients; Kafka 4's
+    broker says nothing at all), and the closest known name when one is close."""
+    name, prefix = key, ""
+    if key.startswith(LISTENER_PREFIX):
+        listener, _, name = key[len(LISTENER_PREFIX):].partition(".")
+        prefix = f"{LISTENER_PREFIX}{listener}."
+    guess = difflib.get_close_matches(name, _known_names(), n=1, cutoff=0.8)
+    if not guess and prefix and "." in name:  # listener.name.l.scram-sha-256.sasl.jass.config
+        mechanism, _, tail = name.partition(".")
+        guess = [f"{mechanism}.{g}" for g in difflib.get_close_matches(tail, _known_names(), n=1, cutoff=0.8)]
+    hint = f" (did you mean {prefix}{guess[0]}?)" if guess else "."
+    return f"The configuration '{key}' was supplied but isn't a known config{hint}"
 
 
 class BrokerConfig:
@@ -404,13 +481,15 @@ class BrokerConfig:
         self._explicit: set[str] = set()
         #: ``listener.name.<listener>.<key>`` settings: listener name (upper case) -> key -> value.
         self._per_listener: dict[str, dict[str, Any]] = {}
+        #: Keys neither Onceflow nor Kafka knows, each with the WARNING it was logged with.
+        self.unknown: dict[str, str] = {}
         self.update(overrides or {})
 
     @classmethod
     def load(cls, properties_file: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
         settings: dict[str, Any] = {}
         if properties_file is not None:
-            settings.update(parse_properties(Path(properties_file).read_text(encoding="utf-8")))
+            settings.update(read_properties_file(properties_file))
         for item in overrides:
             key, sep, value = item.partition("=")
             if not sep:
@@ -419,8 +498,9 @@ class BrokerConfig:
         return cls(settings)
 
     def update(self, settings: Mapping[str, Any]) -> None:
-        """Apply ``settings``; on a ConfigError nothing changes."""
-        before, explicit = dict(self._values), set(self._explicit)
+        """Apply ``settings``; on a ConfigError nothing changes.  A key Kafka has and Onceflow does
+        not use is ignored with an INFO line, a key neither knows with a WARNING (``unknown``)."""
+        before, explicit, unknown = dict(self._values), set(self._explicit), dict(self.unknown)
         per_listener = {name: dict(values) for name, values in self._per_listener.items()}
         try:
             for key, raw in settings.items():
@@ -429,14 +509,22 @@ class BrokerConfig:
                     continue
                 row = BROKER_CONFIGS.get(key)
                 if row is None:
-                    log.info("ignoring configuration %s: Onceflow does not use it", key)
+                    self._ignore(key, _kafka_knows(key))
                     continue
                 self._values[key] = row.parse(raw)
                 self._explicit.add(key)
             self._check_bounds()
         except ConfigError:
-            self._values, self._explicit, self._per_listener = before, explicit, per_listener
+            self._values, self._explicit, self._per_listener, self.unknown = before, explicit, per_listener, unknown
             raise
+
+    def _ignore(self, key: str, kafka_knows: bool) -> None:
+        if kafka_knows:
+            log.info("ignoring configuration %s: Onceflow does not use it", key)
+            return
+        message = unknown_config_message(key)
+        log.warning("%s", message)
+        self.unknown[key] = message
 
     def _set_for_listener(self, key: str, raw: Any) -> None:
         """``listener.name.<listener>.<key>``: a broker key for one listener, or a mechanism's
@@ -448,7 +536,7 @@ class BrokerConfig:
         if row is None and rest.endswith("." + SASL_JAAS_CONFIG.name):
             row = SASL_JAAS_CONFIG
         if row is None:
-            log.info("ignoring configuration %s: Onceflow does not use it", key)
+            self._ignore(key, _kafka_knows(rest) or _per_mechanism(rest) is not None)
             return
         self._per_listener.setdefault(listener.upper(), {})[rest] = row.parse(raw)
 

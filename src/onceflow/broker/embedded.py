@@ -8,7 +8,10 @@ It binds a free loopback port, keeps its data in a temporary directory
 settings as keyword overrides: ``EmbeddedBroker(**{"num.partitions": 3})``
 or ``EmbeddedBroker(config={"num.partitions": 3})``.  ``scram_users={"alice":
 "secret"}`` stores SCRAM credentials (both mechanisms) before it starts, so a
-broker whose listeners all need SASL can be reached (docs/security.md).
+broker whose listeners all need SASL can be reached (docs/security.md).  A
+setting neither Onceflow nor Kafka knows (``num.partitons``) is a
+``UserWarning`` besides the broker's log line, so a notebook shows it; a bad
+value is a ``ConfigError`` from the constructor.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import shutil
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +41,14 @@ class EmbeddedBroker:
         scram_users: dict[str, str] | None = None,
         **overrides: Any,
     ) -> None:
-        self._own_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="onceflow-")) if data_dir is None else Path(data_dir)
         settings = dict(config or {})
         settings.update(overrides)
         self.config = BrokerConfig(settings)
+        # Logged as WARNING by BrokerConfig; a notebook shows no log, so a typo is a warning too.
+        for message in self.config.unknown.values():
+            warnings.warn(message, UserWarning, stacklevel=2)
+        self._own_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="onceflow-")) if data_dir is None else Path(data_dir)
         #: SCRAM users stored before the start, for both mechanisms (``onceflow broker --add-scram``).
         self._scram_users = dict(scram_users or {})
         self._host = host
