@@ -121,16 +121,20 @@ class Session:
                 action()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+        if self.interrupted and line is None:  # Ctrl-C during the cleanup of a run that went well
+            status, line = INTERRUPTED, "interrupted"
         hidden = self.log.summary()
-        if line is not None:
-            notes = [f"left {left} behind" if left else "", hidden or ""]
-            self.error(" ".join([line, *(n for n in notes if n)]))
+        if line is not None or left:
+            said = "; ".join(x for x in (line, f"could not delete {left}" if left else None) if x)
+            self.error(said + (f" {hidden}" if hidden else ""))
         elif hidden:
             print(hidden, file=self._stream, flush=True)
         return status
 
     def _handle_sigint(self) -> Any:
         def interrupt(_signum: int, _frame: FrameType | None) -> None:
+            if self.interrupted:
+                return  # once is enough: the brokers, clients and topics are being put away (each wait bounded)
             self.interrupted = True
             raise KeyboardInterrupt
 

@@ -114,12 +114,12 @@ def test_a_client_failure_is_one_line_and_debug_shows_what_the_client_said(
     status, out, err = onceflow("bench", "produce", "--bootstrap-servers", bootstrap, "-X", "security.protocol=SSL")
     assert status == 1 and out == "" and err.count("\n") == 1, err
     assert err.startswith(f"onceflow bench produce: cannot reach {bootstrap}: _TRANSPORT (code -195): "), err
-    assert "SSL handshake failed" in err and "hidden; --log-level DEBUG shows them)" in err
+    assert "SSL" in err.split("(code -195): ", 1)[1] and "hidden; --log-level DEBUG shows them)" in err
     with caplog.at_level("DEBUG"):
         status, _, err = onceflow("--log-level", "DEBUG", "bench", "produce", "--bootstrap-servers", bootstrap,
                                   "-X", "security.protocol=SSL")
     assert status == 1 and "hidden" not in err
-    assert any(r.name.startswith("onceflow.client") and "SSL handshake failed" in r.getMessage() for r in caplog.records)
+    assert any(r.name.startswith("onceflow.client") and "ssl://" in r.getMessage() for r in caplog.records)
     assert any(r.exc_info for r in caplog.records if r.name == "onceflow"), "the traceback is logged"
 
 
@@ -134,7 +134,7 @@ def family(fill: Callable[[argparse.ArgumentParser], None], prog: str) -> argpar
 
 
 def demo_family(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-servers")  # cli.py's, beside the demo's own
+    parser.add_argument("--bootstrap-servers", help="cli.py's (not checked here)")
     demo_options(parser)
     add_options(parser)
 
@@ -175,7 +175,7 @@ def test_a_bad_value_creates_nothing(onceflow: Run, bootstrap: str) -> None:
 @pytest.mark.parametrize("prog", list(FAMILIES))
 def test_every_option_has_help_that_gives_its_default(prog: str) -> None:
     for action in family(FAMILIES[prog], prog)._actions:
-        if action.dest == "help" or action.dest == "bootstrap_servers" and prog == "onceflow demo":
+        if action.dest == "help":
             continue
         assert action.help, f"{prog} {action.option_strings or action.dest}: no help"
         if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
