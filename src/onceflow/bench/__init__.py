@@ -27,6 +27,13 @@ whole run, as Prometheus would; the scrapes' count and median time go to
 stderr at the end (and into ``--json``).  With a broker it started, ``--json``
 also gives ``broker_cpu_s``: the broker process's CPU time over the workload.
 
+Every numeric option is checked by the parser (``cliargs``): a bad value is a usage error
+(exit status 2) before any broker starts or any topic is created.  With ``--bootstrap-servers``
+the cluster is first checked to answer within ``--timeout`` (``longcommand.Session.reach``), and
+the topic the benchmark created is deleted at the end, after a failure or Ctrl-C too, unless
+``--keep``.  A failure is one line on stderr (exit status 1), Ctrl-C the line ``interrupted``
+(130); on a terminal a progress line is drawn on stderr, and nothing when it is piped.
+
 Figures are record values (payload bytes) per second.  ``read-committed``
 fills a topic with transactions of which every other one is aborted, then
 reads the whole log once with read_uncommitted and once with read_committed,
@@ -43,9 +50,10 @@ import sys
 import uuid
 from dataclasses import asdict
 
-from confluent_kafka import KafkaError, KafkaException
-
-from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
+from ..cliargs import bootstrap_servers, non_negative_int, positive_int, positive_seconds
+from ..clientconfig import ClientSettings, SettingError, add_options, from_options
+from ..longcommand import Session, UsageError
+from ..longcommand import add_options as add_session_options
 from .recovery import bench_recovery, bench_restart
 from .workloads import (
     BROKERS,
@@ -74,75 +82,73 @@ WORKLOADS = ["produce", "txn-produce", "commit-latency", "txn-rate", "consume", 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workload", choices=WORKLOADS)
-    parser.add_argument("--bootstrap-servers", help="benchmark this broker instead of starting one")
+    parser.add_argument("workload", choices=WORKLOADS, help="what to measure: " + ", ".join(WORKLOADS))
+    parser.add_argument("--bootstrap-servers", type=bootstrap_servers, metavar="HOST:PORT",
+                        help="benchmark this cluster (HOST:PORT[,HOST:PORT...]) instead of starting a broker; its topic "
+                             "is deleted at the end unless --keep")
     parser.add_argument("--broker", default="onceflow", choices=list(BROKERS),
-                        help="the broker to start when --bootstrap-servers is not given")
-    parser.add_argument("--brokers", default=",".join(BROKERS), help="compare: the brokers to run side by side")
-    parser.add_argument("--topic", help="topic to use (default: a fresh one)")
-    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS)
-    parser.add_argument("--record-size", type=int, default=DEFAULT_RECORD_SIZE)
-    parser.add_argument("--seconds", type=float, default=10.0, help="produce, txn-produce, txn-rate (each shape): how long")
-    parser.add_argument("--records", type=int, default=None,
-                        help="consume: records to read (1000000); read-committed: records to write (200000)")
-    parser.add_argument("--acks", default="all", choices=["all", "1", "0"])
-    parser.add_argument("--idempotent", action="store_true", help="produce: enable.idempotence=true")
-    parser.add_argument("--linger-ms", type=int, default=5)
-    parser.add_argument("--commit-interval-ms", type=int, default=100, help="txn-produce: commit this often")
-    parser.add_argument("--transactions", type=int, default=1000, help="commit-latency: how many")
+                        help="the broker to start when --bootstrap-servers is not given (default onceflow)")
+    parser.add_argument("--brokers", default=",".join(BROKERS),
+                        help=f"compare: the brokers to run side by side (default {','.join(BROKERS)})")
+    parser.add_argument("--topic", help="the topic to use (default: a fresh one, bench-XXXXXXXX); one that already "
+                                        "exists is used as it is, and never deleted")
+    parser.add_argument("--partitions", type=positive_int, default=DEFAULT_PARTITIONS,
+                        help=f"partitions of the topic the benchmark creates (default {DEFAULT_PARTITIONS})")
+    parser.add_argument("--record-size", type=positive_int, default=DEFAULT_RECORD_SIZE, metavar="BYTES",
+                        help=f"each record's value, in bytes (default {DEFAULT_RECORD_SIZE})")
+    parser.add_argument("--seconds", type=positive_seconds, default=10.0,
+                        help="produce, txn-produce, txn-rate (each shape), compare: how long to produce (default 10; "
+                             "500ms, 30s, 5m also work)")
+    parser.add_argument("--records", type=positive_int, default=None,
+                        help="consume, source, compare: records to read (default 1000000); read-committed: records to "
+                             "write (default 200000)")
+    parser.add_argument("--acks", default="all", choices=["all", "1", "0"], help="produce: the producer's acks (default all)")
+    parser.add_argument("--idempotent", action="store_true", help="produce: enable.idempotence=true (default off)")
+    parser.add_argument("--linger-ms", type=non_negative_int, default=5, help="the producers' linger.ms (default 5)")
+    parser.add_argument("--commit-interval-ms", type=positive_int, default=100,
+                        help="txn-produce, compare: commit this often, in milliseconds (default 100)")
+    parser.add_argument("--transactions", type=positive_int, default=1000,
+                        help="commit-latency, compare: how many transactions (default 1000)")
     parser.add_argument("--records-per-txn", type=_counts, default=None,
-                        help="commit-latency (10), read-committed (100), txn-rate (1,10,100: a comma-separated list)")
+                        help="commit-latency (default 10), read-committed (default 100), txn-rate (default 1,10,100: "
+                             "a comma-separated list)")
     parser.add_argument("--producers", type=_counts, default=None,
-                        help="txn-rate: concurrent transactional producers (1,4: a comma-separated list)")
-    parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"])
-    parser.add_argument("--log-mib", type=int, default=2048, help="recovery, restart: size of the log to recover")
-    parser.add_argument("--payments", type=int, default=200_000, help="pipeline: payments to generate")
+                        help="txn-rate: concurrent transactional producers (default 1,4: a comma-separated list)")
+    parser.add_argument("--isolation", default="read_uncommitted", choices=["read_uncommitted", "read_committed"],
+                        help="consume: the consumer's isolation.level (default read_uncommitted)")
+    parser.add_argument("--log-mib", type=positive_int, default=2048,
+                        help="recovery, restart: size of the log to recover, in MiB (default 2048)")
+    parser.add_argument("--payments", type=positive_int, default=200_000, help="pipeline: payments to generate (default 200000)")
     parser.add_argument("--baseline", default=None, choices=["at-least-once", "spark-kafka"],
                         help="pipeline: what exactly-once is compared with: onceflow's sink at-least-once (the "
                              "default), or Spark's own Kafka connector at both ends (spark-sql-kafka-0-10, from the "
                              "reference Maven project); source: spark-kafka reads with Spark's Kafka source too")
-    parser.add_argument("--rounds", type=_positive, default=1,
-                        help="pipeline, source: runs of each side, interleaved; medians are reported")
-    parser.add_argument("--master", default=None, help="pipeline (local[2,4]), source (local[2]): the Spark master")
-    parser.add_argument("--segment-mib", type=int, default=64, help="recovery, restart: segment.bytes, in MiB")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--scrape-every", type=_seconds, default=None, metavar="SECONDS",
+    parser.add_argument("--rounds", type=positive_int, default=1,
+                        help="pipeline, source: runs of each side, interleaved; medians are reported (default 1)")
+    parser.add_argument("--master", default=None,
+                        help="pipeline (default local[2,4]), source (default local[2]): the Spark master")
+    parser.add_argument("--segment-mib", type=positive_int, default=64,
+                        help="recovery, restart: segment.bytes, in MiB (default 64)")
+    parser.add_argument("--json", action="store_true", help="print each result as a line of JSON (default: text)")
+    parser.add_argument("--scrape-every", type=positive_seconds, default=None, metavar="SECONDS",
                         help="the broker the benchmark starts (onceflow): turn its metrics port on and GET /metrics "
-                             "this often during the run; the scrapes' count and median time are reported")
+                             "this often during the run; the scrapes' count and median time are reported (default off)")
     parser.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
-                        help="broker setting for the broker the benchmark starts")
+                        help="a broker setting for the broker the benchmark starts, repeatable (default none)")
+    add_session_options(parser, "with --bootstrap-servers: keep the topic the benchmark created (by default it is "
+                                "deleted at the end, after a failure or Ctrl-C too)")
     add_options(parser)
 
 
 def _counts(text: str) -> list[int]:
     """A comma-separated list of positive counts (``--records-per-txn 1,10,100``)."""
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
+        counts = [positive_int(part) for part in text.split(",") if part.strip()]
+    except argparse.ArgumentTypeError:
         counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, not {text!r}")
+    if not counts:
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, got {text!r}")
     return counts
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
-    return value
 
 
 #: The workloads that run against one broker ``run_bench`` starts (or is given).
@@ -164,24 +170,29 @@ def _one(counts: list[int] | None, default: int, option: str) -> int:
     if counts is None:
         return default
     if len(counts) != 1:
-        raise SystemExit(f"onceflow bench: {option} takes one number for this workload, not {counts}")
+        raise UsageError(f"{option} takes one number for this workload, not {','.join(map(str, counts))}")
     return counts[0]
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    scrape = args.scrape_every is not None
-    if scrape and (refusal := _scrape_refusal(args)) is not None:
-        print(f"onceflow bench: {refusal}", file=sys.stderr)
-        return 2
+    name = f"onceflow bench {args.workload}"
     try:
         client = from_options(args)
     except SettingError as exc:
-        print(f"onceflow bench: {exc}", file=sys.stderr)
+        print(f"{name}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if client and args.workload not in BROKER_WORKLOADS:
-        print(f"onceflow bench: -X and --command-config apply to {', '.join(BROKER_WORKLOADS)}, not {args.workload} "
-              "(it starts its own brokers)", file=sys.stderr)
-        return 2
+    return Session(name, args, client).run(lambda session: _bench(args, session, bool(client)))
+
+
+def _bench(args: argparse.Namespace, session: Session, settings_given: bool) -> int:
+    scrape = args.scrape_every is not None
+    if scrape and (refusal := _scrape_refusal(args)) is not None:
+        raise UsageError(refusal)
+    if settings_given and args.workload not in BROKER_WORKLOADS:
+        raise UsageError(f"-X and --command-config apply to {', '.join(BROKER_WORKLOADS)}, not {args.workload} "
+                         "(it starts its own brokers)")
+    if args.workload == "source" and args.baseline == "at-least-once":
+        raise UsageError("--baseline takes spark-kafka (the source has no at-least-once mode)")
     scraper: Scraper | None = None
     #: --json figures about the whole run, beside each result's.
     extra: dict[str, float] = {}
@@ -195,34 +206,32 @@ def run_bench(args: argparse.Namespace) -> int:
         results = bench_pipeline(args.payments, args.master or "local[2,4]", args.override,
                                  args.baseline or "at-least-once", args.rounds)
     elif args.workload == "compare":
-        return _compare(args)
+        return _compare(args, session)
     elif args.workload == "source":
         from .pipeline import bench_source
 
-        if args.baseline == "at-least-once":
-            raise SystemExit("onceflow bench source: --baseline takes spark-kafka (the source has no at-least-once mode)")
         results = bench_source(args.records or 1_000_000, args.record_size, args.partitions, args.master or "local[2]",
                                args.override, args.baseline, args.rounds)
     else:
         topic = args.topic or f"bench-{uuid.uuid4().hex[:8]}"
         broker: BenchBroker | None = None
+        client = session.client
         with contextlib.ExitStack() as stack:
             if args.bootstrap_servers:
                 bootstrap = args.bootstrap_servers
+                session.reach(bootstrap)
             else:
                 broker = stack.enter_context(started_broker(args.broker, args.override, metrics=scrape))
                 bootstrap = broker.bootstrap
                 if broker.metrics_url is not None:
                     scraper = stack.enter_context(Scraper(broker.metrics_url, args.scrape_every))
-            try:
-                create_topic(bootstrap, topic, args.partitions, client)
-                cpu = broker.cpu_seconds() if broker is not None else 0.0
-                results = _run(args, bootstrap, topic, client)
-            except (KafkaException, RuntimeError, TimeoutError) as exc:  # the cluster refused or never answered
-                print(f"onceflow bench {args.workload}: {_error_line(exc)}", file=sys.stderr)
-                return 1
+            if create_topic(bootstrap, topic, args.partitions, client, session.timeout) and args.bootstrap_servers:
+                session.made(bootstrap, [topic])
+            cpu = broker.cpu_seconds() if broker is not None else 0.0
+            results = _run(args, bootstrap, topic, client, session)
             if broker is not None:  # the broker's CPU time over the workload (all of its results)
                 extra["broker_cpu_s"] = round(broker.cpu_seconds() - cpu, 3)
+    session.clear()
     scraped = scraper.summary() if scraper is not None else {}
     if scraper is not None:
         print(scraper.line(), file=sys.stderr)
@@ -235,49 +244,45 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, bootstrap: str, topic: str, client: ClientSettings = NO_SETTINGS) -> list[Result]:
+def _run(args: argparse.Namespace, bootstrap: str, topic: str, client: ClientSettings, session: Session) -> list[Result]:
+    status = session.status
     if args.workload == "produce":
         return [bench_produce(bootstrap, topic, args.record_size, args.seconds, args.acks, args.linger_ms, args.idempotent,
-                              client)]
+                              client, status)]
     if args.workload == "txn-produce":
         return [bench_txn_produce(bootstrap, topic, args.record_size, args.seconds, args.commit_interval_ms, args.linger_ms,
-                                  client)]
+                                  client, status)]
     if args.workload == "commit-latency":
         return [bench_commit_latency(bootstrap, topic, args.record_size, args.transactions,
-                                     _one(args.records_per_txn, 10, "--records-per-txn"), client)]
+                                     _one(args.records_per_txn, 10, "--records-per-txn"), client, status)]
     if args.workload == "txn-rate":
-        return [bench_txn_rate(bootstrap, topic, args.record_size, args.seconds, records, producers, args.partitions, client)
+        return [bench_txn_rate(bootstrap, topic, args.record_size, args.seconds, records, producers, args.partitions, client,
+                               status)
                 for producers in args.producers or TXN_RATE_PRODUCERS
                 for records in args.records_per_txn or TXN_RATE_RECORDS]
     if args.workload == "read-committed":
         return bench_read_committed(bootstrap, topic, args.record_size, args.records or 200_000,
-                                    _one(args.records_per_txn, 100, "--records-per-txn"), client)
+                                    _one(args.records_per_txn, 100, "--records-per-txn"), client, status)
     wanted = args.records or 1_000_000
     available = count_records(bootstrap, topic, client)
     while available < wanted:  # fill the topic first if it holds too few records
         fill_seconds = max(1.0, (wanted - available) * args.record_size / 200e6)
-        filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms, client=client)
-        print(f"(filled the topic: {filled.line()})", file=sys.stderr)
+        filled = bench_produce(bootstrap, topic, args.record_size, fill_seconds, "1", args.linger_ms, client=client,
+                               progress=lambda text: status(f"filling the topic: {text}"))
+        session.say(f"(filled the topic: {filled.line()})")
         available = count_records(bootstrap, topic, client)
-    return [bench_consume(bootstrap, topic, wanted, args.isolation, client)]
+    return [bench_consume(bootstrap, topic, wanted, args.isolation, client, status)]
 
 
-def _error_line(exc: BaseException) -> str:
-    error = exc.args[0] if exc.args else None
-    text = f"{error.str()} ({error.name()})" if isinstance(error, KafkaError) else str(exc) or type(exc).__name__
-    return " ".join(text.split())
-
-
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace, session: Session) -> int:
     from .compare import as_json, compare, table
 
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     unknown = [b for b in brokers if b not in BROKERS]
     if unknown:
-        print(f"onceflow bench: --brokers: unknown {', '.join(unknown)} (choose from {', '.join(BROKERS)})", file=sys.stderr)
-        return 2
+        raise UsageError(f"--brokers: unknown {', '.join(unknown)} (choose from {', '.join(BROKERS)})")
     rows = compare(brokers, args.override, args.partitions, args.record_size, args.seconds, args.records or 1_000_000,
                    args.transactions, _one(args.records_per_txn, 10, "--records-per-txn"), args.commit_interval_ms, args.linger_ms,
-                   lambda line: print(line, file=sys.stderr, flush=True))
+                   session.say)
     print(as_json(rows) if args.json else table(rows))
     return 0

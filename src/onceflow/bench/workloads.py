@@ -1,4 +1,9 @@
-"""The benchmark workloads (load generated with confluent-kafka) and their broker."""
+"""The benchmark workloads (load generated with confluent-kafka) and their broker.
+
+Each workload takes ``progress``, called with a short line about how far it is (a few times a
+second at most is shown: ``longcommand.Session.status``), and raises ``BenchError`` (one line) when
+the cluster did not do what it asked.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +26,19 @@ from .procstat import cpu_seconds
 DEFAULT_PARTITIONS = 6
 DEFAULT_RECORD_SIZE = 1024
 TIMEOUT_S = 120
+#: How often a waiting workload looks up to report its progress (seconds).
+REDRAW_S = 0.2
+
+
+class BenchError(RuntimeError):
+    """The cluster did not do what a workload asked: one line, said as it is."""
+
+
+def _quiet(_text: str) -> None:
+    """No progress shown."""
+
+
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -175,17 +193,27 @@ class Scraper:
         return text + (f" (last failure: {self.last_error})" if self.failures else "")
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, client: ClientSettings = NO_SETTINGS) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, client: ClientSettings = NO_SETTINGS,
+                 timeout: float = 30.0) -> bool:
+    """Create ``topic``; False if it already existed (a ``--topic`` given: used as it is)."""
+    import concurrent.futures
+
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(client.librdkafka(bootstrap))
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  request_timeout=timeout)
     for fut in futures.values():
         try:
-            fut.result(30)
-        except Exception as exc:  # already exists is fine for a named topic
-            if "already exists" not in str(exc).lower():
-                raise
+            fut.result(timeout + 5)
+        except KafkaException as exc:
+            if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise
+        except concurrent.futures.TimeoutError:
+            raise BenchError(f"topic {topic!r} not created: no answer from {bootstrap} within {timeout:g}s") from None
+    return True
 
 
 def count_records(bootstrap: str, topic: str, client: ClientSettings = NO_SETTINGS) -> int:
@@ -224,18 +252,31 @@ class _Delivery:
     def __init__(self) -> None:
         self.delivered = 0
         self.errors = 0
+        self.first_error = ""
 
     def __call__(self, err: object, _msg: object) -> None:
         if err is None:
             self.delivered += 1
         else:
             self.errors += 1
+            if not self.first_error:
+                from ..clienterrors import kafka_error_text
+
+                self.first_error = kafka_error_text(err)
+
+    def check(self, undelivered: int = 0) -> None:
+        """``BenchError`` if a record failed (the first error named) or stayed undelivered."""
+        if self.errors or undelivered:
+            first = f" (the first: {self.first_error})" if self.first_error else ""
+            raise BenchError(f"{self.errors} records failed{first}, {undelivered} undelivered")
 
 
 def _producer_config(bootstrap: str, linger_ms: int, client: ClientSettings, **extra: object) -> dict[str, object]:
     """The benchmark's producer settings, under the workload's own (``extra``), the user's client
     settings (``-X``: security, mostly) over both."""
     return client.librdkafka(bootstrap, **{
+        # A topic deleted under a producer (Ctrl-C's cleanup) is not created again by its metadata requests.
+        "allow.auto.create.topics": False,
         "linger.ms": linger_ms,
         "batch.size": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576,
@@ -244,34 +285,44 @@ def _producer_config(bootstrap: str, linger_ms: int, client: ClientSettings, **e
     })
 
 
+def _flush(producer: Any, report: _Delivery, progress: Progress, what: str) -> int:
+    """Flush, a short wait at a time (Ctrl-C is seen between two), for up to ``TIMEOUT_S``; the
+    records still undelivered then."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while (remaining := producer.flush(0.2)) and time.monotonic() < deadline:
+        progress(f"{what}: waiting for {remaining:,} acknowledgements ({report.delivered:,} records so far)")
+    return int(remaining)
+
+
 def bench_produce(bootstrap: str, topic: str, record_size: int, seconds: float, acks: str, linger_ms: int,
-                  idempotent: bool = False, client: ClientSettings = NO_SETTINGS) -> Result:
+                  idempotent: bool = False, client: ClientSettings = NO_SETTINGS, progress: Progress = _quiet) -> Result:
     from confluent_kafka import Producer
 
+    name = f"produce acks={acks}" + (" idempotent" if idempotent else "")
     producer = Producer(_producer_config(bootstrap, linger_ms, client, acks=acks, **{"enable.idempotence": idempotent}))
     payload = os.urandom(record_size)
     report = _Delivery()
     chunk = [{"value": payload} for _ in range(10_000)]
     producer.produce(topic, payload, on_delivery=report)  # warm up: connections, metadata
     producer.flush(30)
+    report.check()
     report.delivered = 0
     start = time.perf_counter()
     deadline = start + seconds
-    while time.perf_counter() < deadline:
+    while (now := time.perf_counter()) < deadline:
         producer.produce_batch(topic, chunk, on_delivery=report)
         producer.poll(0)
         while len(producer) > 500_000:
             producer.poll(0.01)
-    remaining = producer.flush(TIMEOUT_S)
+        progress(f"{name}: {now - start:.0f} of {seconds:g} s, {report.delivered:,} records acknowledged")
+    remaining = _flush(producer, report, progress, name)
     elapsed = time.perf_counter() - start
-    if report.errors or remaining:
-        raise RuntimeError(f"{report.errors} delivery errors, {remaining} undelivered")
-    name = f"produce acks={acks}" + (" idempotent" if idempotent else "")
+    report.check(remaining)
     return Result(name, report.delivered, report.delivered * record_size, elapsed)
 
 
 def bench_txn_produce(bootstrap: str, topic: str, record_size: int, seconds: float, commit_interval_ms: int,
-                      linger_ms: int, client: ClientSettings = NO_SETTINGS) -> Result:
+                      linger_ms: int, client: ClientSettings = NO_SETTINGS, progress: Progress = _quiet) -> Result:
     """A transactional producer committing every ``commit_interval_ms``."""
     from confluent_kafka import Producer
 
@@ -293,15 +344,16 @@ def bench_txn_produce(bootstrap: str, topic: str, record_size: int, seconds: flo
                 producer.poll(0.005)
         producer.commit_transaction(TIMEOUT_S)
         commits += 1
+        progress(f"txn-produce: {time.perf_counter() - start:.0f} of {seconds:g} s, {commits:,} commits, "
+                 f"{report.delivered:,} records")
     elapsed = time.perf_counter() - start
-    if report.errors:
-        raise RuntimeError(f"{report.errors} delivery errors")
+    report.check()
     return Result(f"txn-produce commit every {commit_interval_ms} ms", report.delivered, report.delivered * record_size,
                   elapsed, {"commits": commits})
 
 
 def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transactions: int, records_per_txn: int,
-                         client: ClientSettings = NO_SETTINGS) -> Result:
+                         client: ClientSettings = NO_SETTINGS, progress: Progress = _quiet) -> Result:
     """begin, ``records_per_txn`` records, commit: the commit call's latency, one transaction at a time."""
     from confluent_kafka import Producer
 
@@ -310,7 +362,7 @@ def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transacti
     payload = os.urandom(record_size)
     latencies = []
     start = time.perf_counter()
-    for _ in range(transactions):
+    for n in range(transactions):
         producer.begin_transaction()
         for _ in range(records_per_txn):
             producer.produce(topic, payload)
@@ -318,6 +370,7 @@ def bench_commit_latency(bootstrap: str, topic: str, record_size: int, transacti
         t0 = time.perf_counter()
         producer.commit_transaction(TIMEOUT_S)
         latencies.append((time.perf_counter() - t0) * 1000)
+        progress(f"commit-latency: {n + 1:,} of {transactions:,} transactions")
     elapsed = time.perf_counter() - start
     latencies.sort()
     n = transactions * records_per_txn
@@ -339,7 +392,8 @@ def _percentile(ordered: list[float], q: float) -> float:
 
 
 def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float, records_per_txn: int,
-                   producers: int, partitions: int, client: ClientSettings = NO_SETTINGS) -> Result:
+                   producers: int, partitions: int, client: ClientSettings = NO_SETTINGS,
+                   progress: Progress = _quiet) -> Result:
     """Transactions per second: ``producers`` transactional producers, each on its own thread,
     run begin, ``records_per_txn`` records (spread over the partitions), commit, back to back for
     ``seconds``.  The commit latency is ``commit_transaction()`` called right after the records
@@ -394,23 +448,30 @@ def bench_txn_rate(bootstrap: str, topic: str, record_size: int, seconds: float,
     except threading.BrokenBarrierError:
         stop.set()  # a producer could not start: no run, its error is raised below
     start = time.perf_counter()
-    stop.wait(seconds)
-    stop.set()
+    shape = f"txn-rate {records_per_txn} records/txn, {producers} producer(s)"
+    try:
+        while (left := start + seconds - time.perf_counter()) > 0 and not stop.wait(min(REDRAW_S, left)):
+            progress(f"{shape}: {time.perf_counter() - start:.0f} of {seconds:g} s, "
+                     f"{sum(len(x) for x in latencies):,} transactions")
+    finally:  # Ctrl-C too: the producers stop at their next transaction
+        stop.set()
     for thread in threads:
         thread.join(TIMEOUT_S)
     elapsed = time.perf_counter() - start
     if errors:
-        raise RuntimeError(f"txn-rate: {errors[0]!r}")
+        from ..clienterrors import error_line
+
+        raise BenchError(f"txn-rate: {error_line(errors[0])}")
     ordered = sorted(x for per_producer in latencies for x in per_producer)
     transactions = sum(counts)
     n = transactions * records_per_txn
-    return Result(f"txn-rate {records_per_txn} records/txn, {producers} producer(s)", n, n * record_size, elapsed, {
+    return Result(shape, n, n * record_size, elapsed, {
         "txn_per_s": round(transactions / elapsed, 1), "p50_ms": round(_percentile(ordered, 0.50), 3),
         "p99_ms": round(_percentile(ordered, 0.99), 3), "max_ms": round(ordered[-1], 3)})
 
 
 def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "read_uncommitted",
-                  client: ClientSettings = NO_SETTINGS) -> Result:
+                  client: ClientSettings = NO_SETTINGS, progress: Progress = _quiet) -> Result:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(client.librdkafka(bootstrap, **{
@@ -435,15 +496,16 @@ def bench_consume(bootstrap: str, topic: str, records: int, isolation: str = "re
             if msg.error() is None:
                 count += 1
                 nbytes += len(msg.value() or b"")
+        progress(f"consume {isolation}: {count:,} of {records:,} records")
     elapsed = time.perf_counter() - (start or time.perf_counter())
     consumer.close()
     if count < records:
-        raise RuntimeError(f"only {count} of {records} records arrived")
+        raise BenchError(f"only {count} of {records} records arrived")
     return Result(f"consume {isolation}", count, nbytes, elapsed)
 
 
 def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: int, records_per_txn: int,
-                         client: ClientSettings = NO_SETTINGS) -> list[Result]:
+                         client: ClientSettings = NO_SETTINGS, progress: Progress = _quiet) -> list[Result]:
     """Fill ``topic`` with transactions, every other one aborted; read it all with both isolation levels.
 
     Throughput is reported as log offsets covered per second (records fetched,
@@ -463,11 +525,12 @@ def bench_read_committed(bootstrap: str, topic: str, record_size: int, records: 
             producer.abort_transaction(TIMEOUT_S)
         else:
             producer.commit_transaction(TIMEOUT_S)
+        progress(f"read-committed: writing, {i + 1:,} of {transactions:,} transactions")
     total = transactions * records_per_txn
     committed = (transactions + 1) // 2 * records_per_txn
     results = []
     for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
-        got = bench_consume(bootstrap, topic, expected, isolation, client)
+        got = bench_consume(bootstrap, topic, expected, isolation, client, progress)
         # Both runs cover the same log range: rate it on the whole range.
         results.append(Result(f"read {isolation} over a half-aborted topic", total, total * record_size, got.seconds,
                               {"delivered": got.records}))

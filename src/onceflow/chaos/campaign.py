@@ -14,7 +14,14 @@ Maven project (``onceflow.reference``), with kills and pauses (the other faults 
 Onceflow's crash points, its advertised proxy or its tmpfs): the reference for what the
 workload and the checker see from a correct broker.  With ``--bootstrap-servers`` the workload
 and the checker run against any Kafka-protocol broker, without faults (the campaign cannot
-kill a broker it did not start).
+kill a broker it did not start).  That broker is first checked to answer (``Session.reach``), and the
+topics the workload created there, with the copiers' group, are deleted when the campaign ends,
+whichever way (``Session.made``; ``--keep`` keeps them).
+
+What the user sees: the campaign's lines (the broker, each fault) on stderr, and, when stderr is
+a terminal, a progress line (seconds, faults, committed transactions).  Ctrl-C stops the faults
+and the clients (each client within a few seconds), then the broker, then the session's cleanup
+runs: the one line ``interrupted``, exit status 130.
 """
 
 from __future__ import annotations
@@ -27,13 +34,14 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..broker.process import FAST_GROUPS, BrokerProcess
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from ..longcommand import REDRAW_S, Session, UsageError
 from .checker import Report, check
 from .history import Recorder
 from .nemesis import Nemesis, Schedule
@@ -89,21 +97,28 @@ class Outcome:
     def passed(self) -> bool:
         return self.report.valid and not self.errors
 
-    def summary(self) -> str:
+    def summary(self, kept: bool = True) -> str:
+        """The report in a few lines; ``kept``: the work directory stays (say where)."""
         lines = [f"onceflow chaos: {self.seconds:.0f} s, faults {self.faults or 'none'}"
                  + (f" ({self.crash_points_reached} crash points reached)" if self.crash_points_reached else ""),
                  self.report.summary()]
         lines += [f"workload error: {e}" for e in self.errors]
-        lines.append(f"history, report and broker log in {self.workdir}")
+        if kept:
+            lines.append(f"history, report and broker log in {self.workdir}")
         lines.append("PASS: no anomaly" if self.passed else "FAIL")
         return "\n".join(lines)
 
 
-def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
+#: How long the clients may take to stop after Ctrl-C (each is between two calls, or in one).
+INTERRUPTED_STOP_S = 5.0
+
+
+def run(options: Options, session: Session) -> Outcome:
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="onceflow-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     rng = random.Random(options.seed)
+    progress = session.say
     with contextlib.ExitStack() as stack:
         recorder = stack.enter_context(Recorder(workdir / "history.jsonl"))
         broker = proxy = nemesis = None
@@ -111,7 +126,7 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
         if bootstrap is None and options.broker == "kafka":
             unsupported = sorted(k for k, n in options.faults.items() if n and k not in KAFKA_FAULTS)
             if unsupported:
-                raise ValueError(f"faults {unsupported} need Onceflow; against Kafka: {', '.join(KAFKA_FAULTS)}")
+                raise UsageError(f"faults {', '.join(unsupported)} need Onceflow; against Kafka: {', '.join(KAFKA_FAULTS)}")
             node = stack.enter_context(_kafka_node())
             bootstrap = node.bootstrap_servers
             nemesis = Nemesis(node, recorder, rng, pause_s=options.pause_s)
@@ -129,13 +144,28 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
             progress(f"broker {broker.bootstrap_servers} (pid {broker.pid}), data in {broker.data_dir}"
                      + (f", clients through the proxy on {proxy.address}" if proxy else ""))
         elif any(options.faults.values()):
-            raise ValueError("faults need a broker the campaign starts itself: leave out --bootstrap-servers")
+            raise UsageError("faults need a broker the campaign starts itself: leave out --bootstrap-servers")
+        else:
+            session.reach(bootstrap)
         workload = Workload(bootstrap, options.plan, recorder, options.seed, options.client)
-        workload.create_topics()
+        created = workload.create_topics()
+        if options.bootstrap_servers is not None:  # a broker the campaign started goes with its directory
+            first = options.plan.topics[0]
+            session.made(bootstrap, created, [workload.ctp_group] if options.plan.ctp and first in created else [])
+        stack.callback(workload.stop, INTERRUPTED_STOP_S)  # after finish(), nothing left to stop
         workload.start()
         schedule = Schedule.spread(options.faults, options.seconds, rng)
         progress(f"workload running for {options.seconds:.0f} s with {len(schedule.items)} faults (seed {options.seed})")
         stop = threading.Event()
+        stack.callback(stop.set)
+
+        running = time.monotonic()
+
+        def show() -> None:
+            faults = f", {sum(nemesis.done.values())} of {len(schedule.items)} faults" if nemesis is not None else ""
+            session.status(f"chaos: {time.monotonic() - running:.0f} of {options.seconds:.0f} s{faults}, "
+                           f"{workload.committed:,} transactions committed")
+
         if nemesis is not None:
             faulting = threading.Thread(target=nemesis.run, args=(schedule, stop, lambda k: progress(f"fault: {k}")),
                                         name="chaos-nemesis", daemon=True)
@@ -143,7 +173,10 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
             # Every scheduled fault is injected, even when pauses and restarts run past
             # ``seconds``: the clients keep working until the last one (bounded: each fault
             # takes at most a pause or a crash wait plus a restart).
-            faulting.join(options.seconds + len(schedule.items) * (options.pause_s + 150))
+            until = time.monotonic() + options.seconds + len(schedule.items) * (options.pause_s + 150)
+            while faulting.is_alive() and time.monotonic() < until:
+                faulting.join(REDRAW_S)
+                show()
             stop.set()
             faulting.join(options.pause_s + 150)
             if faulting.is_alive():
@@ -152,8 +185,10 @@ def run(options: Options, progress: Callable[[str], None] = print) -> Outcome:
                 workload.errors.append(f"the faults stopped early: {nemesis.failure}")
             nemesis.heal()
         else:
-            stop.wait(options.seconds)
+            while (left := running + options.seconds - time.monotonic()) > 0 and not stop.wait(min(REDRAW_S, left)):
+                show()
         progress("faults over: waiting for every transaction to end, then the final reads")
+        session.status("chaos: the final reads")
         workload.finish()
         report = check(recorder.events())
         outcome = Outcome(report, dict(nemesis.done) if nemesis else {}, nemesis.crash_points_reached if nemesis else 0,

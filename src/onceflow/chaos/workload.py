@@ -59,9 +59,11 @@ CALL_TIMEOUT_S = 20.0
 #: How long ``finish`` may wait for open transactions to end, and for a complete read.
 FINISH_TIMEOUT_S = 180.0
 #: librdkafka settings every client shares: silent about the connections the faults break (the
-#: history records what matters), and quick to reconnect to a restarted broker.
+#: history records what matters; what else the clients log is counted, not printed:
+#: ``longcommand.Session``), quick to reconnect to a restarted broker, and never creating a topic
+#: (one deleted at the end, under a client still stopping, stays deleted).
 COMMON: dict[str, Any] = {"log.connection.close": False, "reconnect.backoff.max.ms": 500,
-                          "metadata.recovery.strategy": "none", "log_level": 0}
+                          "metadata.recovery.strategy": "none", "allow.auto.create.topics": False}
 
 
 @dataclass(frozen=True)
@@ -114,18 +116,26 @@ class Workload:
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
         self.ctp_group = f"chaos-ctp-{self.run_id}"
+        #: Transactions the producers committed so far (progress).
+        self.committed = 0
 
     # -- set-up and lifetime -------------------------------------------------
 
-    def create_topics(self) -> None:
+    def create_topics(self) -> list[str]:
+        """Create the plan's topics; those it created (not those that were there already)."""
+        from ..clienterrors import kafka_error_text
+
         admin = AdminClient({**self.base, **_admin_settings()})
         wanted = [NewTopic(t, self.plan.partitions, -1) for t in self.plan.all_topics]
+        created = []
         for topic, future in admin.create_topics(wanted).items():
             try:
                 future.result(CALL_TIMEOUT_S * 3)
+                created.append(topic)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise RuntimeError(f"cannot create topic {topic}: {exc.args[0].str()}") from None
+                    raise RuntimeError(f"cannot create topic {topic}: {kafka_error_text(exc.args[0])}") from None
+        return created
 
     def start(self) -> None:
         starts: list[tuple[str, Callable[[], None]]] = []
@@ -152,9 +162,13 @@ class Workload:
             log.exception("chaos client %s failed", name)
             self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
 
-    def stop(self) -> None:
+    def stop(self, within: float = CALL_TIMEOUT_S * 4) -> None:
+        """Stop the clients; each that is still running after ``within`` seconds is named in ``errors``.
+        Once: a second call returns at once."""
+        if self._stop.is_set():
+            return
         self._stop.set()
-        deadline = time.monotonic() + CALL_TIMEOUT_S * 4
+        deadline = time.monotonic() + within
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         stuck = [t.name for t in self._threads if t.is_alive()]
@@ -182,6 +196,7 @@ class Workload:
             ending = _run_transaction(producer, writes, abort)
             self.recorder.complete(name, ending.outcome, "txn",
                                    {"id": txn_id, "commit_time": ending.commit_time, "offsets": ending.offsets})
+            self.committed += ending.outcome == "ok"
             if not ending.usable:
                 producer = None  # as an application would: a new client, whose init fences this one
             elif self.plan.think_s:

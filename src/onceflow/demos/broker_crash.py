@@ -13,16 +13,25 @@ then with confluent-kafka (librdkafka):
 
 and verifies that every acknowledged order arrived exactly once across the
 two consumers, in offset order per partition.  It exits non-zero if not.
+
+On a cluster named by ``--bootstrap-servers`` it first checks that the cluster answers (within
+``--timeout``), and deletes the topic and the group it created when it ends, whichever way
+(``--keep`` keeps them); a failure is one line on stderr, Ctrl-C the line ``interrupted``
+(``longcommand.Session``).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import logging
 import os
 import time
 
 from ..broker.process import FAST_GROUPS, BrokerProcess
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from ..longcommand import Session
+from . import checked_bootstrap
 
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
@@ -55,19 +64,34 @@ def _consume(bootstrap: str, want: int, client: ClientSettings) -> list[tuple[in
     return got
 
 
-def run_demo(bootstrap_servers: str | None = None, client: ClientSettings = NO_SETTINGS) -> int:
+def run_demo(bootstrap_servers: str | None = None, client: ClientSettings = NO_SETTINGS,
+             args: argparse.Namespace | None = None) -> int:
+    """The demo; ``args``: ``onceflow demo``'s options (``--timeout``, ``--keep``, ``--log-level``)."""
+    if args is None:
+        debug = logging.getLogger().isEnabledFor(logging.DEBUG)
+        args = argparse.Namespace(log_level="DEBUG" if debug else "INFO")
+    return Session("onceflow demo broker-crash", args, client).run(lambda session: _demo(bootstrap_servers, session))
+
+
+def _demo(bootstrap_servers: str | None, session: Session) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    client = session.client
     with contextlib.ExitStack() as stack:
         broker = None
         if bootstrap_servers is None:
             broker = stack.enter_context(BrokerProcess(overrides=FAST_GROUPS, log_level="WARNING"))
             bootstrap_servers = broker.bootstrap_servers
             _say(f"1. started `onceflow broker` (pid {broker.pid}) on {bootstrap_servers}")
+        else:
+            bootstrap_servers = checked_bootstrap(bootstrap_servers)
+            session.reach(bootstrap_servers)
         admin = AdminClient({**client.librdkafka(bootstrap_servers), **QUIET})
-        for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-            fut.result(TIMEOUT_S)
+        for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)], request_timeout=session.timeout).values():
+            fut.result(session.timeout + 5)
+        if broker is None:
+            session.made(bootstrap_servers, [TOPIC], [GROUP])
         _say(f"2. created topic {TOPIC} with {PARTITIONS} partitions")
 
         producer = Producer({**client.librdkafka(bootstrap_servers), "acks": "all", "linger.ms": 5, **QUIET})

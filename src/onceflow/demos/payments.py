@@ -27,6 +27,12 @@ It waits until both queries have caught up (their ``commitOffsetsToGroup``
 groups are at their sources' ends), stops the driver, verifies the topics
 (``pipelines.payments.verify``) and prints a summary.  Progress is shown
 with ``rich``.  Exit status: 0 when every check passes, 1 otherwise.
+
+On a cluster (``--bootstrap-servers``) it first checks that the cluster answers (within
+``--timeout``).  Its topics and the queries' groups stay there afterwards, to be looked at (and
+checked from outside: tests/reference/test_scale_out.py reads the groups after the demo ends);
+they must not exist when it starts.  A failure before the pipeline runs is one line on stderr;
+Ctrl-C stops the driver and the broker, then prints ``interrupted`` (``longcommand.Session``).
 """
 
 from __future__ import annotations
@@ -45,9 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cliargs import non_negative_int, positive_int
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from ..longcommand import Session, UsageError
+from ..longcommand import add_options as add_session_options
 from ..pipelines import payments as pipeline
 from ..spark.faults import SPARK_FIRST_ATTEMPT as FAULT_POINT
+from . import checked_bootstrap
 
 #: How long the pipeline may take before the demo gives up (bounded, not a benchmark).
 PIPELINE_TIMEOUT_S = 1800
@@ -76,36 +86,53 @@ class _Run:
         return len(self.batches["ledger"]) + len(self.batches["balances"])
 
 
+def _accounts(text: str) -> int:
+    """``--accounts``: two or more (a payment moves money between two)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 2 or more, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--payments", type=int, default=200_000, help="how many payments to generate (default 200000)")
-    parser.add_argument("--accounts", type=int, default=1000, help="over how many accounts (default 1000)")
+    parser.add_argument("--payments", type=positive_int, default=200_000,
+                        help="payments: how many payments to generate (default 200000)")
+    parser.add_argument("--accounts", type=_accounts, default=1000, help="payments: over how many accounts (default 1000)")
     parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True,
-                        help="inject a task failure, a driver kill and a broker kill (default on)")
-    parser.add_argument("--keep", action="store_true", help="keep the data directory and the checkpoints")
-    parser.add_argument("--master", default="local[2,4]", help="Spark master (default local[2,4]: 2 cores, 4 attempts per task)")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=0,
-                        help="maxOffsetsPerTrigger for both queries (default: all available)")
+                        help="payments: inject a task failure, a driver kill and a broker kill (default on)")
+    add_session_options(parser, "keep what the demo made: payments' data directory, checkpoints and logs; broker-crash's "
+                                "topic and group on a cluster named by --bootstrap-servers (by default they are deleted "
+                                "at the end, after a failure or Ctrl-C too; payments' topics on a cluster always stay)")
+    parser.add_argument("--master", default="local[2,4]",
+                        help="payments: the Spark master (default local[2,4]: 2 cores, 4 attempts per task)")
+    parser.add_argument("--max-offsets-per-trigger", type=non_negative_int, default=0,
+                        help="payments: maxOffsetsPerTrigger for both queries (default 0: all available)")
     parser.add_argument("--broker-fault-command", metavar="COMMAND",
-                        help="with --bootstrap-servers: the broker fault, a shell command that kills one broker of the "
-                             "cluster with SIGKILL and starts it again (e.g. 'docker kill -s KILL kafka-2 && docker "
-                             "start kafka-2'); run, while the pipeline runs on, once 60%% of the payments are "
-                             "processed; the demo fails if it exits non-zero")
+                        help="payments, with --bootstrap-servers: the broker fault, a shell command that kills one broker "
+                             "of the cluster with SIGKILL and starts it again (e.g. 'docker kill -s KILL kafka-2 && "
+                             "docker start kafka-2'); run, while the pipeline runs on, once 60%% of the payments are "
+                             "processed; the demo fails if it exits non-zero (default none: no broker is killed on a "
+                             "cluster)")
 
 
 def run(args: argparse.Namespace) -> int:
+    client = getattr(args, "client", NO_SETTINGS)
+    return Session("onceflow demo payments", args, client).run(lambda session: _demo(args, session))
+
+
+def _demo(args: argparse.Namespace, session: Session) -> int:
     from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=True)  # log lines are never broken mid-sentence
-    if args.payments <= 0 or args.accounts <= 1:
-        console.print("onceflow demo: --payments must be positive and --accounts at least 2")
-        return 2
     if args.broker_fault_command and args.bootstrap_servers is None:
-        console.print("onceflow demo: --broker-fault-command is for a cluster named by --bootstrap-servers "
-                      "(without it the demo kills and restarts its own broker)")
-        return 2
+        raise UsageError("--broker-fault-command is for a cluster named by --bootstrap-servers "
+                         "(without it the demo kills and restarts its own broker)")
+    if args.bootstrap_servers is not None:
+        args.bootstrap_servers = checked_bootstrap(args.bootstrap_servers)
+        session.reach(args.bootstrap_servers)
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-payments-"))
     try:
-        return _run(args, console, workdir)
+        return _run(args, console, workdir, session)
     finally:
         if args.keep:
             console.print(f"kept the checkpoints, the driver's log and the broker's data in {workdir}")
@@ -113,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
+def _run(args: argparse.Namespace, console: Any, workdir: Path, session: Session) -> int:
     from ..broker.process import FAST_GROUPS, BrokerProcess, free_port
 
     with contextlib.ExitStack() as stack:
@@ -131,7 +158,7 @@ def _run(args: argparse.Namespace, console: Any, workdir: Path) -> int:
                           "micro-batches)")
         else:
             console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")
-        client = getattr(args, "client", NO_SETTINGS)
+        client = session.client
         pipeline.create_topics(bootstrap, client=client)
         console.print(f"[bold]2.[/] created [cyan]{pipeline.PAYMENTS}[/], [cyan]{pipeline.LEDGER}[/] and the compacted "
                       f"[cyan]{pipeline.BALANCES}[/], {pipeline.PARTITIONS} partitions each")

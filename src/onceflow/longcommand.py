@@ -1,0 +1,282 @@
+"""What the long-running commands share: ``onceflow bench``, ``onceflow chaos`` and ``onceflow demo``.
+
+Theory of operation
+-------------------
+Each run of one of them is a ``Session`` (``Session.run(body)``), which gives it, as a user meets it:
+
+* **One line per failure** (issue 24): ``onceflow bench produce: MESSAGE`` on stderr and exit
+  status 1; a ``UsageError`` (options that cannot go together) exit status 2; Ctrl-C the one line
+  ``interrupted`` and exit status 130.  Never a traceback: ``--log-level DEBUG`` logs it.
+* **A pre-flight** (``reach``) before anything is created on a cluster named by
+  ``--bootstrap-servers``: a TCP connection (``clienterrors.check_reachable``: a refused or unknown
+  address is named at once), then one metadata request through confluent-kafka answered within
+  ``--timeout``.  An address that takes the connection and never answers is thus one line naming
+  it, within the timeout, not a minute of the client's own retries.
+* **The clients' logs kept** (``clienterrors.ClientLog``): ``client`` is the user's settings (``-X``,
+  ``--command-config``) with the log's ``logger`` and ``error_cb`` merged in, so every librdkafka
+  client the command makes, in the modules it calls too (``pipelines.payments``), reports there
+  instead of printing.  The first connection error explains a failure; what was hidden is one
+  line at the end; ``--log-level DEBUG`` lets every line through as it comes.
+* **Cleanup**: the topics (and consumer groups) the command created on a cluster it was given are
+  deleted when it ends, whichever way it ends (success, failure, Ctrl-C), unless ``--keep``; then
+  one line says what was kept.  Only what it created: a ``--topic`` that already existed stays.
+* **Progress** (``status``): one line on stderr, rewritten in place (``\\r``) at most five times a
+  second, only when stderr is a terminal.  Piped, nothing extra is written, so the outputs that
+  scripts and tests parse stay as they were.  ``say`` prints a line of its own above it.
+
+Ctrl-C: the SIGINT handler marks the session interrupted, then raises ``KeyboardInterrupt`` as
+Python's own does.  confluent-kafka loses an exception raised inside a librdkafka callback that
+runs during ``flush`` or ``consume`` (the log callback, here): the call runs on to its timeout and
+fails with ``SystemError`` ("returned NULL without setting an exception"); after a SIGINT that too
+is an interruption.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, TextIO, cast
+
+from .clientconfig import NO_SETTINGS, ClientSettings
+from .clienterrors import ClientLog, Unreachable, error_line
+from .tools.common import UsageError
+
+log = logging.getLogger("onceflow")
+
+#: ``--timeout``'s default: how long the cluster may take to answer the pre-flight, a topic's creation or deletion.
+DEFAULT_TIMEOUT_S = 30.0
+#: Least time between two redraws of the progress line.
+REDRAW_S = 0.2
+#: librdkafka errors after which the pre-flight stops waiting: no bootstrap broker can be talked to.
+_GIVE_UP = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+INTERRUPTED = 130
+
+__all__ = ["DEFAULT_TIMEOUT_S", "Session", "UsageError", "add_options"]
+
+
+def add_options(parser: argparse.ArgumentParser, keep_help: str) -> None:
+    """``--timeout`` and ``--keep`` (``keep_help`` says what is kept)."""
+    from .cliargs import positive_seconds
+
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long a cluster named by --bootstrap-servers may take to answer at the start, and to "
+                             f"create or delete a topic (default {DEFAULT_TIMEOUT_S:g}; 500ms, 10s, 1m also work)")
+    parser.add_argument("--keep", action="store_true", help=keep_help)
+
+
+class Session:
+    """One run of a long command: its one-line failures, clients' logs, cleanup and progress."""
+
+    def __init__(self, name: str, args: argparse.Namespace, client: ClientSettings = NO_SETTINGS,
+                 stream: TextIO | None = None) -> None:
+        #: ``onceflow bench produce``: the prefix of every line the command prints on stderr.
+        self.name = name
+        self.debug = str(getattr(args, "log_level", "INFO")).upper() == "DEBUG"
+        self.timeout = float(getattr(args, "timeout", DEFAULT_TIMEOUT_S))
+        self.keep = bool(getattr(args, "keep", False))
+        self.log = ClientLog(self.debug)
+        #: The user's client settings with the log's callbacks in: give it to every client made.
+        self.client = with_callbacks(client, self.log.settings())
+        self.interrupted = False
+        self._stream = stream or sys.stderr
+        self._terminal = self._stream.isatty()
+        self._shown = ""
+        self._drawn_at = 0.0
+        #: (bootstrap, topics, groups) the command created, to delete at the end.
+        self._made: list[tuple[str, list[str], list[str]]] = []
+        #: What to run at the end after the cleanup, whichever way the command ends.
+        self._finally: list[Callable[[], None]] = []
+
+    # -- running -------------------------------------------------------------------
+
+    def run(self, body: Callable[[Session], int]) -> int:
+        """``body(self)``'s exit status; a failure, a usage error or Ctrl-C as one line."""
+        previous = self._handle_sigint()
+        status, line = 0, None
+        try:
+            status = body(self)
+        except KeyboardInterrupt:
+            status, line = INTERRUPTED, "interrupted"
+        except UsageError as exc:
+            status, line = 2, error_line(exc)
+        except Exception as exc:  # every failure is one line; the traceback only with --log-level DEBUG
+            if self.interrupted:
+                status, line = INTERRUPTED, "interrupted"
+            else:
+                if self.debug:
+                    log.exception("%s failed", self.name)
+                status, line = 1, self.log.explain(error_line(exc))
+        finally:
+            self.clear()
+            left = self._cleanup()
+            for action in reversed(self._finally):
+                action()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if self.interrupted and line is None:  # Ctrl-C during the cleanup of a run that went well
+            status, line = INTERRUPTED, "interrupted"
+        hidden = self.log.summary()
+        if line is not None or left:
+            said = "; ".join(x for x in (line, f"could not delete {left}" if left else None) if x)
+            self.error(said + (f" {hidden}" if hidden else ""))
+        elif hidden:
+            print(hidden, file=self._stream, flush=True)
+        return status
+
+    def _handle_sigint(self) -> Any:
+        def interrupt(_signum: int, _frame: FrameType | None) -> None:
+            if self.interrupted:
+                return  # once is enough: the brokers, clients and topics are being put away (each wait bounded)
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+        try:
+            return signal.signal(signal.SIGINT, interrupt)
+        except ValueError:  # not the main thread: Ctrl-C is not ours to handle
+            return None
+
+    def error(self, message: str) -> None:
+        """``onceflow FAMILY COMMAND: message`` on stderr."""
+        self.clear()
+        print(f"{self.name}: {' '.join(message.split())}", file=self._stream, flush=True)
+
+    def at_end(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when the session ends (after the topics are deleted), whichever way."""
+        self._finally.append(action)
+
+    def remove_at_end(self, path: Any, keep: bool) -> None:
+        """Remove the directory ``path`` when the session ends, unless ``keep``."""
+        if not keep:
+            self.at_end(lambda: shutil.rmtree(path, ignore_errors=True))
+
+    # -- the cluster ---------------------------------------------------------------
+
+    def reach(self, bootstrap: str) -> None:
+        """The pre-flight: a TCP connection to one of ``bootstrap``'s addresses, then a metadata
+        request answered, both within ``timeout``; ``Unreachable`` naming the address if not."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        from .clienterrors import check_reachable
+
+        check_reachable(bootstrap, self.timeout)
+        deadline = time.monotonic() + self.timeout
+        admin = AdminClient(self.client.librdkafka(bootstrap))
+        while True:  # a short wait at a time, between which the client's errors are served and read
+            try:
+                admin.list_topics(timeout=max(0.01, min(REDRAW_S, deadline - time.monotonic())))
+                return
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if error is None or error.name() not in ("_TIMED_OUT", "_TRANSPORT"):
+                    raise Unreachable(self.log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
+            admin.poll(0)
+            # Every bootstrap broker down (after a TLS or SASL handshake failed, say): no need to wait longer.
+            if any(e.split(" ", 1)[0] in _GIVE_UP for e in self.log.errors):
+                raise Unreachable(f"cannot reach {bootstrap}: {self.log.connection_error()}")
+            if time.monotonic() >= deadline:
+                raise Unreachable(self.log.explain(f"no answer from {bootstrap} within {self.timeout:g}s"))
+
+    def made(self, bootstrap: str, topics: Sequence[str] = (), groups: Sequence[str] = ()) -> None:
+        """``topics`` and ``groups`` were created on ``bootstrap`` by this command: delete them at the end."""
+        self._made.append((bootstrap, list(topics), list(groups)))
+
+    def _cleanup(self) -> str:
+        """Delete what ``made`` recorded (or say it is kept); what could not be deleted, as words."""
+        made, self._made = self._made, []
+        if not made:
+            return ""
+        if self.keep:
+            for bootstrap, topics, groups in made:
+                what = _things(topics, groups)
+                if what:
+                    print(f"{self.name}: kept {what} on {bootstrap}", file=self._stream, flush=True)
+            return ""
+        left = []
+        for bootstrap, topics, groups in made:
+            try:
+                left += self._delete(bootstrap, topics, groups)
+            except KeyboardInterrupt:
+                self.interrupted = True
+                left.append(_things(topics, groups))
+        return ", ".join(x for x in left if x)
+
+    def _delete(self, bootstrap: str, topics: list[str], groups: list[str]) -> list[str]:
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.client.librdkafka(bootstrap))
+        left = []
+        if topics:
+            futures = admin.delete_topics(list(topics), operation_timeout=self.timeout, request_timeout=self.timeout)
+            left += [f"topic {name}" for name, future in futures.items()
+                     if not self._done(future, KafkaError.UNKNOWN_TOPIC_OR_PART)]
+        if groups:  # after the topics, whose deletion takes the group's offsets for them
+            futures = admin.delete_consumer_groups(list(groups), request_timeout=self.timeout)
+            left += [f"group {name}" for name, future in futures.items()
+                     if not self._done(future, KafkaError.GROUP_ID_NOT_FOUND)]
+        return left
+
+    def _done(self, future: Any, gone: int) -> bool:
+        """The admin request succeeded, or found the thing already gone (error code ``gone``)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            future.result(self.timeout + 5)
+        except KafkaException as exc:
+            return bool(exc.args) and exc.args[0].code() == gone
+        except Exception:  # noqa: BLE001 - no answer in time: it stays, and is named
+            return False
+        return True
+
+    # -- what the user sees meanwhile ----------------------------------------------------
+
+    def status(self, text: str) -> None:
+        """The progress line, rewritten in place (terminals only; at most every ``REDRAW_S``)."""
+        if not self._terminal:
+            return
+        now = time.monotonic()
+        if now - self._drawn_at < REDRAW_S:
+            return
+        self._drawn_at = now
+        width = shutil.get_terminal_size((100, 24)).columns - 1
+        self._shown = text[:width]
+        self._stream.write(f"\r{self._shown}\x1b[K")
+        self._stream.flush()
+
+    def clear(self) -> None:
+        """Take the progress line away (before a line of output)."""
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = ""
+            self._drawn_at = 0.0
+
+    def say(self, text: str) -> None:
+        """A line on stderr (piped too), above the progress line."""
+        self.clear()
+        print(text, file=self._stream, flush=True)
+
+
+def with_callbacks(client: ClientSettings, callbacks: dict[str, Any]) -> ClientSettings:
+    """``client`` with librdkafka callbacks (``logger``, ``error_cb``) under its ``config``, so that
+    ``client.librdkafka(...)`` puts them into every configuration made from it."""
+    config = cast(dict[str, str], {**callbacks, **client.config})
+    return dataclasses.replace(client, config=config)
+
+
+def _things(topics: list[str], groups: list[str]) -> str:
+    parts = []
+    if topics:
+        parts.append(("topic " if len(topics) == 1 else "topics ") + ", ".join(topics))
+    if groups:
+        parts.append(("group " if len(groups) == 1 else "groups ") + ", ".join(groups))
+    return " and ".join(parts)
