@@ -1,5 +1,5 @@
-"""``onceflow topics list|describe|create|delete|delete-records|alter-config|add-partitions|offsets``,
-through confluent-kafka.
+"""``onceflow topics list|describe|create|delete|delete-records|alter-config|add-partitions|offsets``
+(and ``produce|consume``, :mod:`onceflow.tools.records`), through confluent-kafka.
 
 AdminClient (Metadata, DescribeTopics, DescribeConfigs, CreateTopics, DeleteTopics, DeleteRecords,
 IncrementalAlterConfigs, CreatePartitions, ListOffsets) and an unsubscribed Consumer for the
@@ -29,6 +29,7 @@ from typing import Any
 
 from ..cliargs import non_negative_int, positive_int, timestamp_ms
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from . import records
 from .common import (
     DEFAULT_TIMEOUT_S,
     ToolError,
@@ -334,6 +335,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--timestamp", type=timestamp_ms, metavar="TIME",
                    help="also the first offset at or after TIME (ISO-8601, e.g. 2026-11-27T15:30:00Z, or epoch milliseconds)")
 
+    records.add_commands(actions)
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
