@@ -676,6 +676,8 @@ def _read(consumer: Any, topic: str, out: IO[bytes], render: Callable[[Any], byt
                     if ends is not None:
                         ends.reached(message.partition(), message.offset() + 1)
                 elif error.code() == KafkaError._PARTITION_EOF:
+                    # The end: past any transaction marker after the last record, so the group's lag is 0 there.
+                    nexts[message.partition()] = max(nexts.get(message.partition(), 0), message.offset())
                     if ends is not None:
                         ends.reached(message.partition())
                 elif error.fatal() or not error.retriable():
