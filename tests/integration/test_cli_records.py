@@ -7,24 +7,19 @@ a pipe."""
 from __future__ import annotations
 
 import base64
-import io
-import json
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from onceflow import cli
 from tests.support.broker import FAST_GROUPS, BrokerProcess
+from tests.support.cli import TIMEOUT, Run
 from tests.support.waiting import wait_for
-
-TIMEOUT = "20"
 
 
 @pytest.fixture(scope="module")
@@ -36,40 +31,9 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.stop()
 
 
-class Run:
-    """``onceflow ARGS`` in this process: its exit status, stdout (bytes) and stderr."""
-
-    def __init__(self, capsys: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch, bootstrap: str) -> None:
-        self.capsys, self.monkeypatch, self.bootstrap = capsys, monkeypatch, bootstrap
-
-    def __call__(self, *args: str, stdin: bytes = b"", status: int = 0) -> tuple[bytes, str]:
-        self.monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-        argv = [*args, "--bootstrap-servers", self.bootstrap, "--timeout", TIMEOUT]
-        try:
-            code = cli.main(argv)
-        except SystemExit as exc:  # the parser's usage errors
-            code = int(exc.code or 0)
-        out, err = self.capsys.readouterr()
-        assert code == status, f"onceflow {' '.join(args)}: exit {code}\nstdout: {out!r}\nstderr: {err.decode()}"
-        return out, err.decode()
-
-    def json(self, *args: str, stdin: bytes = b"") -> Any:
-        return json.loads(self(*args, "--json", stdin=stdin)[0])
-
-    def fails(self, *args: str, status: int = 1, stdin: bytes = b"") -> str:
-        """The one line a failing command says (nothing on stdout)."""
-        out, err = self(*args, stdin=stdin, status=status)
-        assert out == b"" and len(err.splitlines()) == 1 and "Traceback" not in err, err
-        return err.strip()
-
-
 @pytest.fixture
 def onceflow(capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch, bootstrap: str) -> Run:
     return Run(capsysbinary, monkeypatch, bootstrap)
-
-
-def records(out: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
 
 
 # -- produce and consume ---------------------------------------------------------------------
@@ -86,7 +50,7 @@ def test_produce_then_consume_keys_headers_partitions_and_where_to_start(onceflo
                        "partitions": [{"partition": 2, "records": 3, "first_offset": summary["partitions"][0]["first_offset"],
                                        "last_offset": summary["partitions"][0]["first_offset"] + 2}]}
 
-    got = records(onceflow("topics", "consume", "lines", "--from-beginning", "--exit-at-end", "--json")[0])
+    got = onceflow.records("lines", "--from-beginning", "--exit-at-end")
     assert len(got) == 6
     keyed = sorted((r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]], r["partition"]) for r in got
                    if r["key"] != "fixed")
@@ -108,7 +72,7 @@ def test_produce_then_consume_keys_headers_partitions_and_where_to_start(onceflo
     assert onceflow("topics", "consume", "lines", "-o", "end", "-e")[0] == b""
     assert len(onceflow("topics", "consume", "lines", "-o", "start", "-n", "4")[0].splitlines()) == 4
     later = max(r["timestamp"] for r in got if r["key"] != "fixed")
-    assert sorted(r["value"] for r in records(onceflow("topics", "consume", "lines", "--timestamp", str(later), "-e", "--json")[0])) \
+    assert sorted(r["value"] for r in onceflow.records("lines", "--timestamp", str(later), "-e")) \
         == sorted(r["value"] for r in got if r["timestamp"] >= later)
 
     assert onceflow.fails("topics", "produce", "lines", "-p", "3", stdin=b"x\n") == \
@@ -133,7 +97,7 @@ def test_a_transaction_is_all_or_nothing_and_read_uncommitted_is_the_default(onc
 
 
 def test_consume_with_a_group_commits_what_it_printed(onceflow: Run) -> None:
-    onceflow("topics", "create", "grouped", "--partitions", "2")
+    onceflow("topics", "create", "grouped")
     onceflow("topics", "produce", "grouped", "-p", "0", stdin=b"a\nb\nc\nd\n")
     assert onceflow("topics", "consume", "grouped", "-g", "readers", "--from-beginning", "-n", "3")[0] == b"a\nb\nc\n"
     offsets = onceflow.json("groups", "describe", "readers")["offsets"]
@@ -302,10 +266,10 @@ def test_ctrl_c_ends_a_consumer_cleanly_and_aborts_a_transaction(onceflow: Run, 
     wait_for(lambda: onceflow.json("topics", "offsets", "stopped")[0]["latest"] == 5, what="the open transaction's records")
 
     consumer.send_signal(signal.SIGINT)
-    producer.send_signal(signal.SIGINT)
     out, err = consumer.communicate(timeout=60)
     assert (consumer.returncode, out, err) == (0, b"", b"Processed a total of 3 messages\n"), \
         "stdout a pipe: records only; no progress line on a piped stderr"
+    producer.send_signal(signal.SIGINT)
     _, err = producer.communicate(timeout=60)
     assert (producer.returncode, err.decode()) == (130, "Transaction 'interrupted-tx' aborted: none of its 2 records written to "
                                                         "stopped\nonceflow topics produce: interrupted\n")
