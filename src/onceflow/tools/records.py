@@ -88,19 +88,21 @@ class Progress:
     def __init__(self, label: str, enabled: bool, stream: IO[str] | None = None) -> None:
         self.label, self.enabled = label, enabled
         self.stream = stream if stream is not None else sys.stderr
-        self.drawn = 0.0
+        self.drawn = time.monotonic()  # the first line after a fifth of a second: a quick command shows none
+        self.shown = False
 
     def update(self, count: int) -> None:
         now = time.monotonic()
         if self.enabled and now - self.drawn >= 0.2:
             self.stream.write(f"\r{self.label} {count} records")
             self.stream.flush()
-            self.drawn = now
+            self.drawn, self.shown = now, True
 
     def clear(self) -> None:
-        if self.enabled and self.drawn:
+        if self.shown:
             self.stream.write("\r\033[K")
             self.stream.flush()
+            self.shown = False
 
 
 def _is_terminal(stream: Any) -> bool:
@@ -125,16 +127,19 @@ class Interrupts:
     def __init__(self) -> None:
         self.seen = 0
         self.open = False
+        self.installed = False
         self.previous: Any = None
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.installed = True
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        if self.installed:
+            signal.signal(signal.SIGINT, self.previous if self.previous is not None else signal.default_int_handler)
+            self.installed = False
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.seen += 1
