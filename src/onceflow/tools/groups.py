@@ -263,7 +263,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("group", metavar="GROUP")
 
     p = add_command(actions, "reset-offsets", "plan (default) or --execute a reset of an inactive group's offsets "
-                    "(kafka-consumer-groups --reset-offsets)", _reset_offsets, empty="no partitions to reset")
+                    "(kafka-consumer-groups --reset-offsets)", _reset_offsets)
     p.add_argument("group", metavar="GROUP")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--topic", dest="topics", type=topic_partitions, action="append", metavar="TOPIC[:P,P...]",
