@@ -256,6 +256,7 @@ FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
     ("txn", "inspect transactions and abort hanging ones (KIP-664, kafka-python admin client)", _tool_options("txn")),
     ("acls", "list, add and remove ACLs (confluent-kafka AdminClient)", _tool_options("acls")),
     ("users", "list, add and remove SASL/SCRAM users (confluent-kafka AdminClient)", _tool_options("users")),
+    ("cluster", "cluster id, controller, brokers and their API versions (confluent-kafka, kafka-python)", _tool_options("cluster")),
 ]
 
 

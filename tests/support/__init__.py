@@ -10,6 +10,8 @@
 * ``ctp``: the consume-transform-produce worker (``ctp_worker.py``) as a child process;
 * ``tcp_proxy``: a proxy between real clients and a broker that holds a request back, or keeps a
   copy of it to deliver again (``RequestProxy``).
+* ``cli``: ``onceflow`` commands run in the test's own process (``Run``), stdin given, stdout
+  and stderr captured.
 
 ``tests/conftest.py`` holds the fixtures and has pytest rewrite the asserts in these modules.
 """

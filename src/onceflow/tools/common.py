@@ -72,9 +72,10 @@ def add_family(parser: argparse.ArgumentParser) -> Any:
     return parser.add_subparsers(dest="action", required=True, metavar="COMMAND")
 
 
-def add_command(actions: Any, name: str, help_text: str, tool: Callable[[argparse.Namespace], Data],
+def add_command(actions: Any, name: str, help_text: str, tool: Callable[[argparse.Namespace], Data | None],
                 empty: str = "(none)") -> argparse.ArgumentParser:
-    """A command: ``tool(args)`` returns its data; ``empty`` is the table output for no rows."""
+    """A command: ``tool(args)`` returns its data, or None when it wrote its own output (a stream of
+    records: ``topics consume``); ``empty`` is the table output for no rows."""
     parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text)
     _add_common_options(parser, leaf=True)
     parser.set_defaults(func=run, tool=tool, empty=empty)
@@ -115,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
             log.exception("%s failed", name)
         print(f"{name}: {error_line(exc)}", file=sys.stderr)
         return 1
-    sys.stdout.write(to_json(data) if args.json else render(data, empty=args.empty))
-    sys.stdout.flush()
+    if data is not None:
+        sys.stdout.write(to_json(data) if args.json else render(data, empty=args.empty))
+        sys.stdout.flush()
     return 0
 
 

@@ -1,28 +1,96 @@
-"""``onceflow topics list|describe|create|delete|delete-records``, through confluent-kafka.
+"""``onceflow topics list|describe|create|delete|delete-records|alter-config|add-partitions|offsets``
+(and ``produce|consume``, :mod:`onceflow.tools.records`), through confluent-kafka.
 
-AdminClient (Metadata, DescribeConfigs, CreateTopics, DeleteTopics, DeleteRecords) and an
-unsubscribed Consumer for the watermarks (ListOffsets): standard Kafka APIs
-only, so the commands work the same against Apache Kafka.
+AdminClient (Metadata, DescribeTopics, DescribeConfigs, CreateTopics, DeleteTopics, DeleteRecords,
+IncrementalAlterConfigs, CreatePartitions, ListOffsets) and an unsubscribed Consumer for the
+watermarks (ListOffsets): standard Kafka APIs only, so the commands work the same against Apache
+Kafka.  What they print follows Kafka's tools where those print a fact:
+
+* a topic id reads as Kafka's ``Uuid.toString`` writes it (kafka-topics --describe): URL-safe
+  base64 (``-_``) without padding, not confluent-kafka's standard alphabet (``+/``);
+* ``alter-config`` is ``kafka-configs --alter --add-config/--delete-config`` (KIP-339's
+  incremental AlterConfigs: the configs not named keep their values);
+* ``add-partitions --partitions N`` takes the new total count, as ``kafka-topics --alter
+  --partitions`` does (KIP-195's CreatePartitions); a count that is no increase is the
+  broker's INVALID_PARTITIONS;
+* ``offsets`` gives each partition's earliest and latest offset and, with ``--timestamp``, the
+  first offset whose record's timestamp is at or after that time (KIP-79; ``-`` when there is
+  none), as ``kafka-get-offsets --time`` does.
+
+A topic that does not exist reads the same from every command (``common.missing_topic``).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import concurrent.futures
 from typing import Any
 
+from ..cliargs import non_negative_int, positive_int, timestamp_ms
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from . import records
 from .common import (
     DEFAULT_TIMEOUT_S,
     ToolError,
+    UsageError,
     add_command,
     add_family,
     confluent_admin,
     error_line,
     key_value,
+    missing_topic,
     wait,
     watermark_consumer,
 )
+
+#: The error codes that mean "no such topic" (by name, or by id: KIP-516).
+_NO_SUCH_TOPIC = {"UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID"}
+
+
+def topic_wait(future: Any, timeout: float, topic: str, what: str | None = None) -> Any:
+    """``wait`` for an answer about ``topic``: its absence as ``missing_topic``, whichever API said so."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return wait(future, timeout, what or f"topic {topic!r}")
+    except ToolError as exc:
+        cause = exc.__cause__
+        error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+        if error is not None and error.name() in _NO_SUCH_TOPIC:
+            raise missing_topic(topic) from cause
+        raise
+
+
+def topic_id_text(topic_id: Any) -> str | None:
+    """A topic id as Kafka writes it (``Uuid.toString``): URL-safe base64 of its 16 bytes, no padding."""
+    if topic_id is None:
+        return None
+    raw = b"".join((bits & (2**64 - 1)).to_bytes(8, "big")
+                   for bits in (topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits()))
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def partitions_of(admin: Any, topic: str, timeout: float) -> list[int]:
+    """The topic's partition ids, in order (DescribeTopics); ``missing_topic`` if it has none."""
+    from confluent_kafka import TopicCollection
+
+    description = topic_wait(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic], timeout, topic)
+    return sorted(p.id for p in description.partitions)
+
+
+def non_default_configs(admin: Any, topic: str, timeout: float) -> list[dict[str, Any]]:
+    """The topic's configs that differ from their defaults: name, value (None when sensitive), source."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = topic_wait(admin.describe_configs([resource], request_timeout=timeout)[resource], timeout, topic,
+                         f"the configs of topic {topic!r}")
+    return [
+        {"name": name, "value": None if entry.is_sensitive else entry.value, "source": _source_name(entry.source)}
+        for name, entry in sorted(entries.items())
+        if not entry.is_default
+    ]
 
 
 def list_topics(bootstrap: str, *, include_internal: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
@@ -51,11 +119,10 @@ def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEO
     """The topic's partitions (leader, replicas, ISR, watermarks and last stable offset)
     and the configs that differ from their defaults."""
     from confluent_kafka import TopicCollection, TopicPartition
-    from confluent_kafka.admin import ConfigResource, ResourceType
 
     admin = confluent_admin(bootstrap, client)
     futures = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
-    description = wait(futures[topic], timeout, f"topic {topic!r}")
+    description = topic_wait(futures[topic], timeout, topic)
 
     uncommitted = watermark_consumer(bootstrap, "read_uncommitted", client)
     committed = watermark_consumer(bootstrap, "read_committed", client)
@@ -78,25 +145,21 @@ def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEO
         uncommitted.close()
         committed.close()
 
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = wait(admin.describe_configs([resource], request_timeout=timeout)[resource], timeout, f"the configs of topic {topic!r}")
-    configs = [
-        {"name": name, "value": None if entry.is_sensitive else entry.value, "source": _source_name(entry.source)}
-        for name, entry in sorted(entries.items())
-        if not entry.is_default
-    ]
     return {
         "topic": description.name,
-        "topic_id": str(description.topic_id) if description.topic_id is not None else None,
+        "topic_id": topic_id_text(description.topic_id),
         "internal": bool(description.is_internal),
         "partitions": partitions,
-        "configs": configs,
+        "configs": non_default_configs(admin, topic, timeout),
     }
 
 
 def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, replication_factor: int | None = None,
-                 config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
-    """Create the topic (partition count and replication factor default to the broker's)."""
+                 config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
+    """Create the topic (partition count and replication factor default to the broker's); what it
+    then is: id, partition count, replication factor, and its non-default configs in ``describe``'s
+    shape (name, value, source)."""
+    from confluent_kafka import TopicCollection
     from confluent_kafka.admin import NewTopic
 
     admin = confluent_admin(bootstrap, client)
@@ -104,12 +167,14 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, r
                    replication_factor=-1 if replication_factor is None else replication_factor, config=dict(config or {}))
     futures = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
     wait(futures[topic], timeout, f"topic {topic!r}")
-    created = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-    count = len(created.partitions) if created is not None and created.partitions else partitions
-    factor = replication_factor
-    if created is not None and created.partitions:
-        factor = len(next(iter(created.partitions.values())).replicas)
-    return [{"topic": topic, "partitions": count, "replication_factor": factor, "config": dict(config or {})}]
+    created = topic_wait(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic], timeout, topic)
+    return {
+        "topic": topic,
+        "topic_id": topic_id_text(created.topic_id),
+        "partitions": len(created.partitions),
+        "replication_factor": len(created.partitions[0].replicas) if created.partitions else replication_factor,
+        "configs": non_default_configs(admin, topic, timeout),
+    }
 
 
 def delete_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
@@ -145,15 +210,72 @@ def delete_records(bootstrap: str, topic: str, offsets: dict[int, int], *,
     return rows
 
 
+def alter_config(bootstrap: str, topic: str, *, set_configs: dict[str, str] | None = None, delete: list[str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
+    """Set and delete (back to the default) topic configs in one incremental AlterConfigs (KIP-339):
+    every change or none.  One row per change."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    set_configs, delete = dict(set_configs or {}), list(delete or [])
+    if not set_configs and not delete:
+        raise UsageError("nothing to change: give --set KEY=VALUE or --delete KEY")
+    if both := sorted(set(set_configs) & set(delete)):
+        raise UsageError(f"{', '.join(both)}: both set and deleted")
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in set_configs.items()]
+    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in delete]
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    admin = confluent_admin(bootstrap, client)
+    topic_wait(admin.incremental_alter_configs([resource], request_timeout=timeout)[resource], timeout, topic,
+               f"the configs of topic {topic!r}")
+    return ([{"topic": topic, "config": name, "operation": "set", "value": value} for name, value in set_configs.items()]
+            + [{"topic": topic, "config": name, "operation": "delete", "value": None} for name in delete])
+
+
+def add_partitions(bootstrap: str, topic: str, partitions: int, *, timeout: float = DEFAULT_TIMEOUT_S,
+                   client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
+    """Raise the topic's partition count to ``partitions`` (the new total, as kafka-topics --alter
+    --partitions; CreatePartitions).  Existing records stay where they are: keyed records
+    produced from now on may go to another partition than before (Kafka's caveat)."""
+    from confluent_kafka.admin import NewPartitions
+
+    admin = confluent_admin(bootstrap, client)
+    before = len(partitions_of(admin, topic, timeout))
+    futures = admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=timeout, request_timeout=timeout)
+    topic_wait(futures[topic], timeout, topic)
+    return [{"topic": topic, "partitions_before": before, "partitions": partitions}]
+
+
+def offsets(bootstrap: str, topic: str, *, timestamp: int | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+            client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
+    """Each partition's earliest and latest offset (ListOffsets) and, with ``timestamp`` (epoch ms),
+    the first offset whose timestamp is at or after it (None: no such record yet; KIP-79)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    spec: Any = OffsetSpec  # its constructors have no type annotations
+    admin = confluent_admin(bootstrap, client)
+    ids = partitions_of(admin, topic, timeout)
+    specs = {"earliest": spec.earliest(), "latest": spec.latest()}
+    if timestamp is not None:
+        specs["offset_for_time"] = spec.for_timestamp(timestamp)
+    rows = [{"topic": topic, "partition": p} for p in ids]
+    for column, spec in specs.items():
+        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in ids}, request_timeout=timeout)
+        for row, (_, future) in zip(rows, sorted(futures.items(), key=lambda item: item[0].partition), strict=True):
+            offset = topic_wait(future, timeout, topic, f"the offsets of {topic}-{row['partition']}").offset
+            row[column] = offset if offset >= 0 else None
+    return rows
+
+
 def _partition_offset(text: str) -> tuple[int, int]:
-    """argparse type for ``PARTITION=OFFSET``."""
+    """argparse type for ``PARTITION=OFFSET``: a partition id (0 or more) and an offset (0 or more, or -1)."""
     partition, sep, offset = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET, got {text!r}")
     try:
-        if not sep:
-            raise ValueError(text)
-        return int(partition), int(offset)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET (integers), got {text!r}") from None
+        return non_negative_int(partition), -1 if offset.strip() == "-1" else non_negative_int(offset)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET (a partition id, an offset or -1), got {text!r}") from None
 
 
 def _source_name(source: Any) -> str:
@@ -180,10 +302,10 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
     p = add_command(actions, "create", "create a topic", _create)
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("--partitions", type=int, help="partition count (default: the broker's num.partitions)")
-    p.add_argument("--replication-factor", type=int, help="(default: the broker's default.replication.factor)")
-    p.add_argument("--config", type=key_value, nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                   help="a topic config, repeatable")
+    p.add_argument("--partitions", type=positive_int, help="partition count (default: the broker's num.partitions)")
+    p.add_argument("--replication-factor", type=positive_int, help="(default: the broker's default.replication.factor)")
+    p.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config, one per --config, repeatable")
 
     p = add_command(actions, "delete", "delete a topic", _delete)
     p.add_argument("topic", metavar="TOPIC")
@@ -194,6 +316,27 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("offsets", type=_partition_offset, nargs="+", metavar="PARTITION=OFFSET",
                    help="delete what is below OFFSET in PARTITION (-1: everything up to the high watermark)")
 
+    p = add_command(actions, "alter-config", "set or delete topic configs (incremental AlterConfigs, as kafka-configs --alter)",
+                    _alter_config)
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--set", dest="set_configs", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config (kafka-configs --add-config), repeatable")
+    p.add_argument("--delete", action="append", default=[], metavar="KEY",
+                   help="delete a config, back to the broker's default (kafka-configs --delete-config), repeatable")
+
+    p = add_command(actions, "add-partitions", "raise a topic's partition count (CreatePartitions)", _add_partitions)
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--partitions", type=positive_int, required=True, metavar="N",
+                   help="the new total partition count (as kafka-topics --alter --partitions)")
+
+    p = add_command(actions, "offsets", "each partition's earliest and latest offsets, and the offset for a time (ListOffsets)",
+                    _offsets)
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--timestamp", type=timestamp_ms, metavar="TIME",
+                   help="also the first offset at or after TIME (ISO-8601, e.g. 2026-11-27T15:30:00Z, or epoch milliseconds)")
+
+    records.add_commands(actions)
+
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
     return list_topics(args.bootstrap_servers, include_internal=args.all, timeout=args.timeout, client=args.client)
@@ -203,9 +346,7 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     return describe_topic(args.bootstrap_servers, args.topic, timeout=args.timeout, client=args.client)
 
 
-def _create(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.partitions is not None and args.partitions < 1:
-        raise ToolError(f"--partitions must be at least 1, got {args.partitions}")
+def _create(args: argparse.Namespace) -> dict[str, Any]:
     return create_topic(args.bootstrap_servers, args.topic, partitions=args.partitions,
                         replication_factor=args.replication_factor, config=dict(args.config), timeout=args.timeout, client=args.client)
 
@@ -216,3 +357,16 @@ def _delete(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _delete_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     return delete_records(args.bootstrap_servers, args.topic, dict(args.offsets), timeout=args.timeout, client=args.client)
+
+
+def _alter_config(args: argparse.Namespace) -> list[dict[str, Any]]:
+    return alter_config(args.bootstrap_servers, args.topic, set_configs=dict(args.set_configs), delete=args.delete,
+                        timeout=args.timeout, client=args.client)
+
+
+def _add_partitions(args: argparse.Namespace) -> list[dict[str, Any]]:
+    return add_partitions(args.bootstrap_servers, args.topic, args.partitions, timeout=args.timeout, client=args.client)
+
+
+def _offsets(args: argparse.Namespace) -> list[dict[str, Any]]:
+    return offsets(args.bootstrap_servers, args.topic, timestamp=args.timestamp, timeout=args.timeout, client=args.client)
