@@ -6,6 +6,10 @@ one of these argparse types, so a bad value is refused by the parser, as a usage
 
 ``OnceflowParser`` is the parser class of every ``onceflow`` command: its usage errors are
 one line, ``onceflow topics list: argument --timeout: ...``, not argparse's usage block.
+
+``default_bootstrap`` is the cluster a command reaches when ``--bootstrap-servers`` is not
+given: ``$ONCEFLOW_BOOTSTRAP_SERVERS`` when it is set, else (for the tools) 127.0.0.1:9092.
+A bad value there is refused as a usage error that names the variable.
 """
 
 from __future__ import annotations
@@ -13,12 +17,18 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import re
 import sys
 from typing import NoReturn
 
 #: Log levels ``--log-level`` takes (Python's names; WARN as Kafka's tools spell it).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL")
+
+#: The environment variable naming the cluster when ``--bootstrap-servers`` is not given.
+BOOTSTRAP_ENV = "ONCEFLOW_BOOTSTRAP_SERVERS"
+#: The tools' cluster when neither ``--bootstrap-servers`` nor ``$ONCEFLOW_BOOTSTRAP_SERVERS`` names one.
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -51,15 +61,30 @@ def host_port(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", value
 
 
+class _FromEnvironment(str):
+    """A default read from ``$ONCEFLOW_BOOTSTRAP_SERVERS``: argparse checks a string default with the
+    option's type, and a bad one is then blamed on the variable, not on an option nobody typed."""
+
+
+def default_bootstrap(fallback: str | None = DEFAULT_BOOTSTRAP) -> str | None:
+    """``$ONCEFLOW_BOOTSTRAP_SERVERS`` when it is set and not blank, else ``fallback`` (the tools:
+    127.0.0.1:9092; a command that starts its own broker without one: None).  Use it as the default
+    of ``--bootstrap-servers`` with ``type=bootstrap_servers``."""
+    value = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    return _FromEnvironment(value) if value else fallback
+
+
 def bootstrap_servers(text: str) -> str:
     """A comma-separated list of ``HOST:PORT`` (each port 1 to 65535); returned as typed, without blanks."""
+    origin = f" (from ${BOOTSTRAP_ENV})" if isinstance(text, _FromEnvironment) else ""
     addresses = [part.strip() for part in text.split(",") if part.strip()]
     if not addresses:
-        raise argparse.ArgumentTypeError("expected HOST:PORT[,HOST:PORT...], got nothing")
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got nothing{origin}")
     for address in addresses:
         host, sep, number = address.rpartition(":")
         if not sep or not host or not number.isdigit() or not 1 <= int(number) <= 65535:
-            raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...] with ports from 1 to 65535, got {address!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected HOST:PORT[,HOST:PORT...] with ports from 1 to 65535, got {address!r}{origin}")
     return ",".join(addresses)
 
 
