@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 from .cli import main
 
 raise SystemExit(main())

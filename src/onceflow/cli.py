@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The ``onceflow`` command.
 
     onceflow [--log-level L] [--log-format text|json] broker [--data-dir DIR] [--listen HOST:PORT]
@@ -18,37 +19,40 @@ Every family that reaches a cluster takes ``-X key=value`` (repeatable) and
 The operator commands (``topics``, ``groups``, ``txn``, ``acls``, ``users``) live in
 :mod:`onceflow.tools`; they use only real Kafka client libraries, so they work
 against an Apache Kafka cluster too.
+
+Theory of operation
+-------------------
+Start-up is kept cheap (``onceflow --version`` and ``onceflow topics --help`` import no
+client library, rich, Spark or asyncio): a family's options are defined, and its modules
+imported, only when it is the family that runs (``_Families``).  Shell completion
+(argcomplete, imported only when the shell asks, ``_ARGCOMPLETE`` set) fills every family
+first, so that sub-commands and options complete as well as family names.
+
+Every parser is a ``cliargs.OnceflowParser``: a usage error is one line,
+``onceflow FAMILY COMMAND: message (see ... --help)``, exit status 2.  ``--log-level`` and
+``--log-format`` are accepted before the family, after it and after the command (the last
+one given wins).  Whatever a family's code raises is one line too (issue 24):
+``onceflow FAMILY: message``, exit status 1, its traceback logged only with
+``--log-level DEBUG``; Ctrl-C is ``interrupted``, exit status 130; a closed pipe
+(``onceflow topics list | head -1``) ends it quietly, exit status 141 as a shell's SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
 import importlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import __version__
-from .config import BrokerConfig, ConfigError
+from .cliargs import OnceflowParser, bootstrap_servers, host_port, log_level, port
 
 log = logging.getLogger("onceflow")
-
-
-def _listen_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "127.0.0.1", int(port)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
-    return int(text)
 
 
 def _setup_logging(level: str, log_format: str = "text") -> None:
@@ -63,7 +67,10 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
+    import asyncio
+
     from .broker.broker import Broker, tune_process_allocator, tune_process_gc
+    from .config import BrokerConfig, ConfigError
 
     overrides = list(args.override)
     if args.metrics_port is not None:
@@ -122,17 +129,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "(the broker the demo starts needs none)", file=sys.stderr)
         return 2
     if args.example == "broker-crash":
-        from confluent_kafka import KafkaException
-
         from .demos.broker_crash import run_demo
 
-        try:
-            return run_demo(args.bootstrap_servers, args.client)
-        except KafkaException as exc:  # the cluster refused, or never answered: one line, not a traceback
-            error = exc.args[0] if exc.args else exc
-            print(f"onceflow demo broker-crash: {getattr(error, 'str', lambda: str(error))()}", file=sys.stderr)
-            return 1
-    if (refusal := missing_extra("onceflow demo", ("rich",))) is not None:
+        return run_demo(args.bootstrap_servers, args.client, args)  # with --timeout, --keep, --log-level
+    if (refusal := missing_extra("onceflow demo")) is not None:
         print(refusal, file=sys.stderr)
         return 2
     from .demos.payments import run
@@ -165,6 +165,36 @@ def missing_extra(command: str, also: Sequence[str] = ()) -> str | None:
     return f"{command}: needs {', '.join(missing)} (the spark extra): pip install 'onceflow[spark]'"
 
 
+LOG_FORMATS = ("text", "json")
+
+
+def _log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """``--log-level`` and ``--log-format``: with defaults on the top parser, and on every family and
+    command parser without (argparse.SUPPRESS), so that they are accepted anywhere and the last one
+    given wins."""
+    if "--log-level" in parser._option_string_actions:
+        return
+    level = parser.add_argument("--log-level", type=log_level, default="INFO" if top else argparse.SUPPRESS, metavar="LEVEL",
+                                help="DEBUG, INFO, WARNING or ERROR (default INFO); DEBUG also logs a failure's traceback "
+                                     "and the client libraries' own log lines")
+    setattr(level, "completer", _complete_levels)  # noqa: B010 - argcomplete's attribute, not argparse's
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text" if top else argparse.SUPPRESS,
+                        help="text (default) or json: one JSON object per line, with fields such as transactional_id")
+
+
+def _complete_levels(**_: Any) -> list[str]:
+    return ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def _parsers_below(parser: argparse.ArgumentParser) -> Iterable[argparse.ArgumentParser]:
+    """``parser`` and every sub-command parser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action._name_parser_map.values()):  # aliases map to the same parser
+                yield from _parsers_below(sub)
+
+
 class _Families(argparse._SubParsersAction):  # type: ignore[type-arg]
     """``onceflow``'s command families, each filled in (its options defined, its modules imported)
     only when it is the one that runs.  ``onceflow --version`` and ``onceflow broker`` import no
@@ -174,16 +204,29 @@ class _Families(argparse._SubParsersAction):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         self._fillers: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
 
-    def add_family(self, name: str, help_text: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
-        self.add_parser(name, help=help_text, description=help_text)
+    def add_family(self, name: str, help_text: str, fill: Callable[[argparse.ArgumentParser], None],
+                   description: str | None = None) -> None:
+        self.add_parser(name, help=help_text, description=description or help_text)
         self._fillers[name] = fill
 
     def fill(self, name: str) -> argparse.ArgumentParser:
-        """The family's parser, its options defined (once)."""
+        """The family's parser, its options defined (once), ``--log-level`` and ``--log-format`` on it
+        and on each of its commands."""
         parser: argparse.ArgumentParser = self._name_parser_map[name]
         if (fill := self._fillers.pop(name, None)) is not None:
             fill(parser)
+            for below in _parsers_below(parser):
+                _log_options(below, top=False)
         return parser
+
+    def fill_all(self) -> None:
+        """Every family filled (shell completion walks them all).  A family whose modules cannot be
+        imported here (an extra not installed) completes without its options."""
+        for name in list(self._fillers):
+            try:
+                self.fill(name)
+            except ImportError:
+                continue
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -193,17 +236,20 @@ class _Families(argparse._SubParsersAction):  # type: ignore[type-arg]
 
 
 def _broker_options(b: argparse.ArgumentParser) -> None:
-    b.add_argument("--data-dir", default="./.onceflow/data", help="where logs and metadata live (default ./.onceflow/data)")
-    b.add_argument("--listen", type=_listen_address, default=("127.0.0.1", 9092),
-                   help="HOST:PORT to serve (default 127.0.0.1:9092); also advertised, unless advertised.listeners says otherwise")
-    b.add_argument("--config", help="a Kafka server.properties file")
-    b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a broker setting (Kafka's names), repeatable")
+    b.add_argument("--data-dir", default="./.onceflow/data", metavar="DIR",
+                   help="where logs and metadata live (default ./.onceflow/data)")
+    b.add_argument("--listen", type=host_port, default=("127.0.0.1", 9092), metavar="HOST:PORT",
+                   help="the address to serve (default 127.0.0.1:9092; port 0: any free port); also advertised, unless "
+                        "advertised.listeners says otherwise")
+    b.add_argument("--config", metavar="FILE", help="a Kafka server.properties file")
+    b.add_argument("-o", dest="override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker setting (Kafka's names), over --config; repeatable")
     b.add_argument("--add-scram", action="append", default=[], metavar="SPEC",
                    help="store a SCRAM user before starting, as kafka-storage format --add-scram: "
                         "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; the first users of a "
                         "cluster every listener of which needs SASL; a user who has a credential for the "
                         "mechanism keeps it)")
-    b.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+    b.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at /metrics and the console at / on this port (metrics.port; 0: any free port)")
     b.set_defaults(func=cmd_broker)
 
@@ -214,7 +260,8 @@ def _demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("example", nargs="?", default="payments", choices=["payments", "broker-crash"],
                    help="payments (default): two chained exactly-once Spark queries; broker-crash: a consumer "
                         "group across a broker killed with SIGKILL")
-    d.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting `onceflow broker`")
+    d.add_argument("--bootstrap-servers", type=bootstrap_servers, metavar="HOST:PORT[,...]",
+                   help="use this Kafka cluster instead of starting `onceflow broker`")
     add_arguments(d)
     from .clientconfig import add_options
 
@@ -259,25 +306,92 @@ FAMILIES: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
     ("cluster", "cluster id, controller, brokers and their API versions (confluent-kafka, kafka-python)", _tool_options("cluster")),
 ]
 
+#: A family's ``--help`` text where its one line is not enough.
+DESCRIPTIONS = {
+    "broker": "Run an Onceflow broker: a single-node, Kafka-wire-compatible broker with transactions "
+              "(exactly-once), consumer groups (classic and KIP-848), ACLs and SASL/TLS listeners. It "
+              "serves until SIGTERM or Ctrl-C, then shuts down cleanly; its data under --data-dir survives "
+              "a restart, a crash too. Settings are Kafka's names: a server.properties file (--config) and "
+              "-o KEY=VALUE over it.",
+    "demo": "Show exactly-once end to end. payments (the default): two chained exactly-once Spark queries "
+            "over Onceflow, with a task failure, a Spark driver SIGKILL and a broker SIGKILL injected, then "
+            "every total verified (needs the spark extra: pip install 'onceflow[spark]'). broker-crash: "
+            "orders produced idempotently and read by a consumer group while the broker is SIGKILLed and "
+            "restarted, then checked for exactly-once delivery. Each starts its own broker unless "
+            "--bootstrap-servers names a cluster.",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
+    parser = OnceflowParser(prog="onceflow", description="Exactly-once streaming: a Kafka-compatible broker and tools.")
     parser.add_argument("--version", action="version", version=f"onceflow {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    parser.add_argument("--log-format", default="text", choices=["text", "json"],
-                        help="text (default) or json: one JSON object per line, with fields such as transactional_id")
-    families = parser.add_subparsers(dest="command", required=True, action=_Families)
+    _log_options(parser, top=True)
+    families = parser.add_subparsers(dest="command", required=True, action=_Families, metavar="FAMILY")
     assert isinstance(families, _Families)
     for name, help_text, fill in FAMILIES:
-        families.add_family(name, help_text, fill)
+        families.add_family(name, help_text, fill, DESCRIPTIONS.get(name))
     return parser
 
 
+def _families(parser: argparse.ArgumentParser) -> _Families:
+    return next(a for a in parser._actions if isinstance(a, _Families))
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request and exit (argcomplete's protocol: ``_ARGCOMPLETE``,
+    ``COMP_LINE``, ``COMP_POINT``); with every family filled, so that sub-commands and options complete."""
+    import argcomplete
+
+    _families(parser).fill_all()
+    argcomplete.autocomplete(parser)
+
+
+def _error_line(exc: BaseException) -> str:
+    try:
+        from .clienterrors import error_line
+    except ImportError:  # the client library itself is what failed to import
+        return " ".join(f"{type(exc).__name__}: {exc}".split())
+    return error_line(exc)
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader went away (``| head``); if so, what is left to write goes nowhere
+    (the interpreter flushes stdout again at exit)."""
+    from .tools.common import stdout_gone
+
+    if not stdout_gone():
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args.log_level, args.log_format)
-    return int(args.func(args) or 0)
+    """Run one ``onceflow`` command; its exit status (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    name = "onceflow"
+    try:
+        parser = build_parser()
+        if "_ARGCOMPLETE" in os.environ:
+            _complete(parser)
+        args = parser.parse_args(argv)
+        name = " ".join(["onceflow", args.command, *([args.action] if isinstance(getattr(args, "action", None), str) else [])])
+        _setup_logging(args.log_level, args.log_format)
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            return 128 + signal.SIGPIPE
+        return _failed(name, exc)
+    except Exception as exc:  # noqa: BLE001 - a failure the family did not turn into a line: one line still
+        return _failed(name, exc)
+
+
+def _failed(name: str, exc: Exception) -> int:
+    log.debug("%s failed", name, exc_info=exc)
+    print(f"{name}: {_error_line(exc)}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
