@@ -23,6 +23,18 @@ now belongs to another producer id, or the coordinator's transaction does not
 include that partition (DescribeTransactions).  Transactions flagged only from
 the coordinators' view are confirmed by asking the leaders again: a
 transaction whose markers were being written while we looked is then gone.
+
+``describe``'s transaction duration is the time the transaction has been open:
+now minus its start, while it is open (Ongoing, or Prepare* while its markers
+are written).  A completed transaction has none to show: the coordinator
+keeps its start time but not its end, so now minus start would be the time
+since it began, growing after it finished (KAFKA-15546).  KIP-994 proposed
+DescribeTransactions v1's TransactionLastUpdateTimeMs for the end, which
+Kafka has not implemented; without it the duration of a completed
+transaction cannot be known (KIP-994's tool prints -1): here it is none.
+
+A missing topic is named as every tool names it (``common.missing_topic``);
+a partition the topic does not have says how many it has.
 """
 
 from __future__ import annotations
@@ -32,8 +44,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..cliargs import non_negative_int, positive_int
 from ..clientconfig import NO_SETTINGS, ClientSettings
-from .common import DEFAULT_TIMEOUT_S, ToolError, add_command, add_family, error_line, iso_ms, kafka_python_admin
+from ..clienterrors import kafka_error_text
+from .common import DEFAULT_TIMEOUT_S, ToolError, add_command, add_family, error_line, iso_ms, kafka_python_admin, missing_topic
 
 #: Kafka's default transaction.max.timeout.ms.
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
@@ -43,6 +57,8 @@ _BATCH = 500
 #: Kafka's transaction states (ListTransactions state filters).
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
           "PrepareEpochFence")
+#: The states of an open transaction: its duration is still growing.
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 
 
 def list_transactions(bootstrap: str, *, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None,
@@ -69,16 +85,17 @@ def describe_transaction(bootstrap: str, transactional_id: str, *, timeout: floa
         except TransactionalIdNotFoundError:
             raise ToolError(f"transactional id {transactional_id!r} is not known to its coordinator") from None
     start = description.transaction_start_time_ms
+    state = _value(description.state)
     return {
         "transactional_id": transactional_id,
         "coordinator": description.coordinator_id,
-        "state": _value(description.state),
+        "state": state,
         "producer_id": description.producer_id,
         "producer_epoch": description.producer_epoch,
         "transaction_timeout_ms": description.transaction_timeout_ms,
         "transaction_start_time_ms": start if start >= 0 else None,
         "transaction_start_time": iso_ms(start),
-        "transaction_duration_ms": int(time.time() * 1000) - start if start >= 0 else None,
+        "transaction_duration_ms": _open_for(state, start),
         "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(description.topic_partitions)],
     }
 
@@ -90,8 +107,7 @@ def describe_producers(bootstrap: str, topic: str, partition: int, *, timeout: f
     with kafka_python_admin(bootstrap, timeout, client) as admin:
         from kafka.structs import TopicPartition
 
-        tp = TopicPartition(topic, partition)
-        state = _call("DescribeProducers", admin.describe_producers, [tp])[tp]
+        state = _producers_of(admin, TopicPartition(topic, partition))
     return [_producer_row(p) for p in sorted(state.active_producers, key=lambda p: p.producer_id)]
 
 
@@ -164,7 +180,7 @@ def abort_transaction(bootstrap: str, topic: str, partition: int, producer_id: i
         from kafka.structs import TopicPartition
 
         tp = TopicPartition(topic, partition)
-        state = _call("DescribeProducers", admin.describe_producers, [tp])[tp]
+        state = _producers_of(admin, tp)
         producer = next((p for p in state.active_producers if p.producer_id == producer_id), None)
         if producer is None:
             raise ToolError(f"producer {producer_id} is not active on {topic}-{partition}: no transaction to abort")
@@ -194,6 +210,26 @@ def _call(request: str, method: Any, *args: Any, **kwargs: Any) -> Any:
         raise ToolError(f"{request} failed: {error_line(exc)}") from exc
 
 
+def _open_for(state: str, start_ms: int) -> int | None:
+    """How long the transaction has been open, while it is (see the module docstring: KAFKA-15546)."""
+    if start_ms < 0 or state not in OPEN_STATES:
+        return None
+    return max(0, int(time.time() * 1000) - start_ms)
+
+
+def _producers_of(admin: Any, tp: Any) -> Any:
+    """DescribeProducers of one partition; a topic or partition that does not exist said so."""
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    try:
+        return _call("DescribeProducers", admin.describe_producers, [tp])[tp]
+    except ToolError as exc:
+        if not isinstance(exc.__cause__, UnknownTopicOrPartitionError):
+            raise
+        count = len(_partitions(admin, [tp.topic]))  # raises missing_topic when the topic is gone
+        raise ToolError(f"topic {tp.topic!r} has no partition {tp.partition} (it has {count}: 0 to {count - 1})") from exc
+
+
 def _value(state: Any) -> str:
     return str(getattr(state, "value", state))
 
@@ -221,9 +257,14 @@ def _partitions(admin: Any, topics: list[str] | None) -> list[Any]:
     from kafka.structs import TopicPartition
 
     out = []
+    from kafka.errors import UnknownTopicOrPartitionError, for_code
+
     for topic in _call("Metadata", admin.describe_topics, topics):
-        if topic["error_code"]:
-            raise ToolError(f"topic {topic['name']!r}: error code {topic['error_code']} (does it exist?)")
+        error = for_code(topic["error_code"]) if topic["error_code"] else None
+        if error is UnknownTopicOrPartitionError:
+            raise missing_topic(topic["name"])
+        if error is not None:
+            raise ToolError(f"topic {topic['name']!r}: {kafka_error_text(error())}")
         out += [TopicPartition(topic["name"], p["partition_index"]) for p in topic["partitions"]]
     return sorted(out)
 
@@ -267,29 +308,34 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p = add_command(actions, "list", "transactions known to the coordinators (ListTransactions)", _list, empty="no transactions")
     p.add_argument("--state", nargs="+", action="extend", default=[], metavar="S",
                    help=f"only these states, repeatable ({', '.join(STATES)})")
-    p.add_argument("--producer-id", type=int, nargs="+", action="extend", default=[], metavar="P",
+    p.add_argument("--producer-id", type=non_negative_int, nargs="+", action="extend", default=[], metavar="P",
                    help="only these producer ids, repeatable")
-    p.add_argument("--min-duration-ms", type=int, metavar="MS", help="only transactions running longer than this (ListTransactions v1)")
+    p.add_argument("--min-duration-ms", type=non_negative_int, metavar="MS",
+                   help="only transactions running longer than this (ListTransactions v1)")
 
     p = add_command(actions, "describe", "a transactional id's state at its coordinator (DescribeTransactions)", _describe)
-    p.add_argument("transactional_id", metavar="TRANSACTIONAL_ID")
+    p.add_argument("transactional_id", metavar="TRANSACTIONAL_ID", help="the producer's transactional.id")
 
     p = add_command(actions, "producers", "active producers on a partition (DescribeProducers)", _producers,
                     empty="no active producers")
-    p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("partition", type=int, metavar="PARTITION")
+    _partition_arguments(p)
 
     p = add_command(actions, "find-hanging", "open transactions no coordinator will complete (KIP-664)", _find_hanging,
                     empty="no hanging transactions")
     p.add_argument("--topic", nargs="+", action="extend", default=[], metavar="T",
                    help="only these topics, repeatable (default: every topic, internal ones included)")
-    p.add_argument("--max-transaction-timeout-ms", type=int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, metavar="MS",
+    p.add_argument("--max-transaction-timeout-ms", type=positive_int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, metavar="MS",
                    help=f"the cluster's transaction.max.timeout.ms (default {DEFAULT_MAX_TRANSACTION_TIMEOUT_MS})")
 
     p = add_command(actions, "abort", "abort a hanging transaction on one partition (WriteTxnMarkers)", _abort)
-    p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("partition", type=int, metavar="PARTITION")
-    p.add_argument("producer_id", type=int, metavar="PRODUCER_ID")
+    _partition_arguments(p)
+    p.add_argument("producer_id", type=non_negative_int, metavar="PRODUCER_ID",
+                   help="the producer whose open transaction to abort (txn find-hanging shows it)")
+
+
+def _partition_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topic", metavar="TOPIC", help="the topic")
+    p.add_argument("partition", type=non_negative_int, metavar="PARTITION", help="the partition number")
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:

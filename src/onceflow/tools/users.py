@@ -30,6 +30,7 @@ import getpass
 import sys
 from typing import Any
 
+from ..cliargs import positive_int
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, add_family, confluent_admin, wait
 
@@ -148,10 +149,10 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("users", nargs="*", metavar="USER", help="only these users (default: every one)")
 
     p = add_command(actions, "add", "create a SCRAM user, or change its password (AlterUserScramCredentials)", _add)
-    p.add_argument("user", metavar="USER")
+    p.add_argument("user", metavar="USER", help="the user name (its principal is User:USER)")
     p.add_argument("--mechanism", type=_mechanism, default="SCRAM-SHA-256",
                    help="SCRAM-SHA-256 (default) or SCRAM-SHA-512")
-    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
+    p.add_argument("--iterations", type=positive_int, default=DEFAULT_ITERATIONS,
                    help=f"PBKDF2 iterations, {MIN_ITERATIONS} to {MAX_ITERATIONS} (default {DEFAULT_ITERATIONS}, as kafka-configs.sh)")
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--password", help="the password (visible to anyone who can list this machine's processes; "
@@ -160,7 +161,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
                        help="read the password from standard input: a prompt without echo on a terminal, else its first line")
 
     p = add_command(actions, "remove", "delete a SCRAM user's credentials (AlterUserScramCredentials)", _remove)
-    p.add_argument("user", metavar="USER")
+    p.add_argument("user", metavar="USER", help="the user name")
     p.add_argument("--mechanism", type=_mechanism, default=None,
                    help="only this mechanism's credential (default: every one the user has)")
 
