@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker import BrokerProcess
+from tests.support.kafka import make_topic, produce, read_all
 from tests.support.terminal import Terminal, onceflow
 
 
@@ -62,3 +63,45 @@ def test_piped_bench_output_has_no_progress(broker: BrokerProcess, terminal: Ter
     text = out.read_text()
     assert "\r" not in text and "\x1b[" not in text, repr(text)
     assert "records acknowledged" not in text, text
+
+
+def test_consume_prints_records_as_they_come_and_ctrl_c_ends_it_with_a_count(
+        broker: BrokerProcess, terminal: Terminal) -> None:
+    topic = f"terminal-consume-{uuid.uuid4().hex[:8]}"
+    make_topic(broker.bootstrap_servers, topic, partitions=2)
+    produce(broker.bootstrap_servers, topic, [b"first-aa", b"first-bb"], partition=0)
+    terminal.run(onceflow("topics", "consume", topic, "--from-beginning", "-f", "%p:%o %v\\n"))
+    terminal.wait_for_text(r"^0:1 first-bb$")
+    produce(broker.bootstrap_servers, topic, [b"later-cc"], partition=1)  # while it waits
+    terminal.wait_for_text(r"^1:0 later-cc$")
+    terminal.keys("C-c")
+    status, screen = terminal.wait_for_exit(timeout=60)
+    assert "Traceback" not in screen, screen
+    assert re.search(r"Processed a total of 3 messages$", screen, re.MULTILINE), screen  # after the ^C echo
+    assert status in (0, 130), screen
+
+
+def test_produce_reads_what_is_typed_until_ctrl_d(broker: BrokerProcess, terminal: Terminal) -> None:
+    topic = f"terminal-produce-{uuid.uuid4().hex[:8]}"
+    make_topic(broker.bootstrap_servers, topic)
+    terminal.run(onceflow("topics", "produce", topic, "--key-separator", ":"))
+    for line in ("k1:typed one", "k2:typed two"):
+        terminal.type(line)
+        terminal.keys("Enter")
+    terminal.keys("C-d")
+    status, screen = terminal.wait_for_exit(timeout=60)
+    assert status == 0, screen
+    assert "Traceback" not in screen, screen
+    assert read_all(broker.bootstrap_servers, topic, [0], "read_committed") == [b"typed one", b"typed two"]
+
+
+def test_piped_consume_output_is_the_records_only(broker: BrokerProcess, terminal: Terminal, tmp_path: Path) -> None:
+    topic = f"terminal-pipe-{uuid.uuid4().hex[:8]}"
+    make_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [b"one", b"two", b"three"])
+    out = tmp_path / "records.out"
+    terminal.run(onceflow("topics", "consume", topic, "--from-beginning", "--exit-at-end") + f" | cat > {out}")
+    status, screen = terminal.wait_for_exit(timeout=60)
+    assert status == 0, screen
+    assert out.read_text() == "one\ntwo\nthree\n"
+    assert "Processed a total of 3 messages" in screen  # stderr stays on the terminal

@@ -37,7 +37,6 @@ class Terminal:
             "PYTHONPATH": str(REPO / "src"),
             "HOME": os.environ.get("HOME", "/root"),
             "TERM": "xterm-256color",
-            "PS1": "$ ",
             **(env or {}),
         }
         self.width, self.height = width, height
