@@ -132,7 +132,7 @@ def test_the_demo_passes_its_checks_on_a_three_node_kafka_cluster_with_a_broker_
              f"{shlex.quote(sys.executable)} -c {shlex.quote(WAIT_FOR_RESTART)} {shlex.quote(str(restarted))}")
     command = [sys.executable, "-m", "onceflow", "demo", "--bootstrap-servers", bootstrap,
                "--payments", str(PAYMENTS), "--accounts", str(ACCOUNTS), "--max-offsets-per-trigger", str(MAX_OFFSETS),
-               "--broker-fault-command", fault]
+               "--broker-fault-command", fault, "--keep"]  # the groups are read once the demo has ended
     admin = AdminClient({"bootstrap.servers": survivors, **QUIET})
     with open(log, "w") as out:
         # Its own process group: the demo, its Spark driver and the driver's JVM end together in finally.

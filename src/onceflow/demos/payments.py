@@ -29,10 +29,10 @@ groups are at their sources' ends), stops the driver, verifies the topics
 with ``rich``.  Exit status: 0 when every check passes, 1 otherwise.
 
 On a cluster (``--bootstrap-servers``) it first checks that the cluster answers (within
-``--timeout``).  Its topics and the queries' groups stay there afterwards, to be looked at (and
-checked from outside: tests/reference/test_scale_out.py reads the groups after the demo ends);
-they must not exist when it starts.  A failure before the pipeline runs is one line on stderr;
-Ctrl-C stops the driver and the broker, then prints ``interrupted`` (``longcommand.Session``).
+``--timeout``), and deletes the three topics and the queries' two groups when it ends, whichever
+way (``--keep`` keeps them, with the checkpoints and the logs).  A failure before the pipeline
+runs is one line on stderr; Ctrl-C stops the driver and the broker, then prints ``interrupted``
+(``longcommand.Session``).
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accounts", type=_accounts, default=1000, help="payments: over how many accounts (default 1000)")
     parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True,
                         help="payments: inject a task failure, a driver kill and a broker kill (default on)")
-    add_session_options(parser, "keep what the demo made: payments' data directory, checkpoints and logs; broker-crash's "
-                                "topic and group on a cluster named by --bootstrap-servers (by default they are deleted "
-                                "at the end, after a failure or Ctrl-C too; payments' topics on a cluster always stay)")
+    add_session_options(parser, "keep what the demo made: payments' data directory, checkpoints and logs, and with "
+                                "--bootstrap-servers the topics and consumer groups it created (by default they are "
+                                "deleted at the end, after a failure or Ctrl-C too)")
     parser.add_argument("--master", default="local[2,4]",
                         help="payments: the Spark master (default local[2,4]: 2 cores, 4 attempts per task)")
     parser.add_argument("--max-offsets-per-trigger", type=non_negative_int, default=0,
@@ -160,6 +160,9 @@ def _run(args: argparse.Namespace, console: Any, workdir: Path, session: Session
             console.print(f"[bold]1.[/] using the Kafka cluster at {bootstrap}")
         client = session.client
         pipeline.create_topics(bootstrap, client=client)
+        if broker is None:
+            session.made(bootstrap, [pipeline.PAYMENTS, pipeline.LEDGER, pipeline.BALANCES],
+                         [pipeline.LEDGER_GROUP, pipeline.BALANCES_GROUP])
         console.print(f"[bold]2.[/] created [cyan]{pipeline.PAYMENTS}[/], [cyan]{pipeline.LEDGER}[/] and the compacted "
                       f"[cyan]{pipeline.BALANCES}[/], {pipeline.PARTITIONS} partitions each")
         fault_dir = workdir / "faults"
