@@ -231,14 +231,14 @@ def test_txn_describe_shows_a_duration_only_while_the_transaction_is_open(oncefl
 
 def test_an_unexpected_failure_in_any_family_is_one_line_and_debug_logs_the_traceback(
         onceflow: Run, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A data directory whose meta.properties is damaged: the broker fails in code that has no
-    message of its own for it; the frame still makes it one line."""
+    """A data directory whose meta.properties is damaged: the broker fails at start; the frame makes
+    the failure one line, and --log-level DEBUG logs where it came from."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "meta.properties").write_text("garbage{\n")
     status, out, err = onceflow("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0")
     assert (status, out) == (1, "")
-    assert one_line(err).startswith("onceflow broker: ")
+    assert one_line(err).startswith("onceflow broker: ") and "meta.properties is damaged" in err
     with caplog.at_level(logging.DEBUG, logger="onceflow"):
         status, _, err = onceflow("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0", "--log-level", "DEBUG")
     assert status == 1 and one_line(err).startswith("onceflow broker: ")
@@ -294,12 +294,10 @@ def filled_parser() -> argparse.ArgumentParser:
 
 def test_every_option_has_help_and_every_tool_command_takes_json() -> None:
     parser = filled_parser()
-    mine = ("broker", "demo", "chaos", "txn", "acls", "users")  # topics, groups and bench are described by their owners' tests
     for path, leaf in _leaves(parser, ()):
-        if path[0] in mine:
-            bare = [a.option_strings or a.dest for a in leaf._actions if not a.help]
-            assert bare == [], f"onceflow {' '.join(path)}: no help for {bare}"
-        if path[0] in ("topics", "groups", "txn", "acls", "users"):
+        bare = [a.option_strings or a.dest for a in leaf._actions if not a.help]
+        assert bare == [], f"onceflow {' '.join(path)}: no help for {bare}"
+        if path[0] in ("topics", "groups", "txn", "acls", "users", "cluster"):
             assert "--json" in leaf._option_string_actions, f"onceflow {' '.join(path)} has no --json"
     families = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for family in ("broker", "demo"):

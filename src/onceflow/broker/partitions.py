@@ -121,6 +121,9 @@ class PartitionRegistry:
             props = dict(
                 line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")
             )
+            if not props.get("cluster.id") or not props.get("node.id", "0").strip().lstrip("-").isdigit():
+                raise ConfigError(f"{path} is damaged (no cluster.id, or a node.id that is not a number): "
+                                  "restore it, or move the data directory aside to start a new cluster")
             self.cluster_id = props["cluster.id"]
             stored = int(props.get("node.id", node_id))
             if stored != node_id:

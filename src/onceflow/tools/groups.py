@@ -260,11 +260,11 @@ def fill(parser: argparse.ArgumentParser) -> None:
     actions = add_family(parser)
     add_command(actions, "list", "consumer groups and their states", _list, empty="no consumer groups")
     p = add_command(actions, "describe", "a group's members, assignments, committed offsets and lag", _describe)
-    p.add_argument("group", metavar="GROUP")
+    p.add_argument("group", metavar="GROUP", help="the consumer group to describe")
 
     p = add_command(actions, "reset-offsets", "plan (default) or --execute a reset of an inactive group's offsets "
                     "(kafka-consumer-groups --reset-offsets)", _reset_offsets)
-    p.add_argument("group", metavar="GROUP")
+    p.add_argument("group", metavar="GROUP", help="the consumer group whose offsets to reset")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--topic", dest="topics", type=topic_partitions, action="append", metavar="TOPIC[:P,P...]",
                        help="a topic (all its partitions) or some of its partitions, repeatable")
@@ -283,7 +283,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
 
     p = add_command(actions, "delete", "delete consumer groups that have no members, with their offsets (DeleteGroups)", _delete)
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="+", metavar="GROUP", help="the consumer groups to delete (they must have no members)")
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -721,7 +721,7 @@ def _silence(out: IO[bytes]) -> None:
 def add_commands(actions: Any) -> None:
     """``topics produce`` and ``topics consume`` on ``onceflow topics``'s command registry."""
     p = add_command(actions, "produce", "produce stdin's lines as records (kafka-console-producer, rpk topic produce)", _produce)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to write to")
     keys = p.add_mutually_exclusive_group()
     keys.add_argument("-k", "--key", metavar="KEY", help="the key of every record (default: none)")
     keys.add_argument("--key-separator", metavar="SEP",
@@ -739,7 +739,7 @@ def add_commands(actions: Any) -> None:
     p.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="(default none)")
 
     p = add_command(actions, "consume", "print a topic's records (kafka-console-consumer, kcat -C, rpk topic consume)", _consume)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to read")
     where = p.add_mutually_exclusive_group()
     where.add_argument("-o", "--offset", type=start_offset, metavar="OFFSET",
                        help="where to start: start, end (default), an offset N, or -N (N records before the end); per partition")

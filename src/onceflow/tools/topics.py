@@ -298,40 +298,40 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="include internal topics (__consumer_offsets, __transaction_state)")
 
     p = add_command(actions, "describe", "partitions (leader, replicas, ISR, watermarks) and non-default configs", _describe)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to describe")
 
     p = add_command(actions, "create", "create a topic", _create)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to create")
     p.add_argument("--partitions", type=positive_int, help="partition count (default: the broker's num.partitions)")
     p.add_argument("--replication-factor", type=positive_int, help="(default: the broker's default.replication.factor)")
     p.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, one per --config, repeatable")
 
     p = add_command(actions, "delete", "delete a topic", _delete)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to delete")
 
     p = add_command(actions, "delete-records", "delete the records below an offset (the log start moves up)",
                     _delete_records)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic whose records to delete")
     p.add_argument("offsets", type=_partition_offset, nargs="+", metavar="PARTITION=OFFSET",
                    help="delete what is below OFFSET in PARTITION (-1: everything up to the high watermark)")
 
     p = add_command(actions, "alter-config", "set or delete topic configs (incremental AlterConfigs, as kafka-configs --alter)",
                     _alter_config)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic whose configs to change")
     p.add_argument("--set", dest="set_configs", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="set a config (kafka-configs --add-config), repeatable")
     p.add_argument("--delete", action="append", default=[], metavar="KEY",
                    help="delete a config, back to the broker's default (kafka-configs --delete-config), repeatable")
 
     p = add_command(actions, "add-partitions", "raise a topic's partition count (CreatePartitions)", _add_partitions)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic to grow")
     p.add_argument("--partitions", type=positive_int, required=True, metavar="N",
                    help="the new total partition count (as kafka-topics --alter --partitions)")
 
     p = add_command(actions, "offsets", "each partition's earliest and latest offsets, and the offset for a time (ListOffsets)",
                     _offsets)
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="the topic whose offsets to list")
     p.add_argument("--timestamp", type=timestamp_ms, metavar="TIME",
                    help="also the first offset at or after TIME (ISO-8601, e.g. 2026-11-27T15:30:00Z, or epoch milliseconds)")
 
