@@ -46,7 +46,7 @@ from typing import Any, TextIO, cast
 
 from .clientconfig import NO_SETTINGS, ClientSettings
 from .clienterrors import ClientLog, Unreachable, error_line
-from .tools.common import UsageError
+from .tools.common import UsageError, stdout_gone
 
 log = logging.getLogger("onceflow")
 
@@ -108,6 +108,8 @@ class Session:
         except UsageError as exc:
             status, line = 2, error_line(exc)
         except Exception as exc:  # every failure is one line; the traceback only with --log-level DEBUG
+            if isinstance(exc, BrokenPipeError) and stdout_gone():
+                raise  # its output piped into ``| head``: onceflow.cli ends it quietly (141), after the cleanup
             if self.interrupted:
                 status, line = INTERRUPTED, "interrupted"
             else:

@@ -274,6 +274,23 @@ def test_a_closed_pipe_ends_the_command_quietly(bootstrap: str) -> None:
     assert (proc.returncode, proc.stderr) == (128 + signal.SIGPIPE, "")
 
 
+def test_a_closed_pipe_ends_a_benchmark_quietly_after_its_cleanup(bootstrap: str) -> None:
+    """``onceflow bench produce ... | head -0``: its result has nowhere to go; its topic is still deleted."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = f"bench-pipe-{os.getpid()}"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "onceflow", "bench", "produce", "--bootstrap-servers", bootstrap,
+                               "--topic", topic, "--partitions", "1", "--record-size", "10", "--seconds", "0.3"],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (128 + signal.SIGPIPE, "")
+    assert topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).topics
+
+
 # -- help, --json, start-up, completion -------------------------------------------------------------
 
 
