@@ -8,7 +8,9 @@ a failure the same way, whichever client library met it:
   ``_TRANSPORT (code -195)``) and from kafka-python alike (``kafka_error_text``);
 * a cluster none of whose bootstrap addresses takes a TCP connection is named with the reason
   the moment that is known (``check_reachable``), instead of after the client's own retries:
-  ``cannot reach 127.0.0.1:1: connection refused``;
+  ``cannot reach 127.0.0.1:1: connection refused``; one that takes the connection but does not
+  answer a metadata request within the timeout is ``no answer from HOST:PORT within Ns``
+  (``preflight``, which every command runs before its first client);
 * librdkafka's log lines and error callbacks are captured (``ClientLog``) rather than printed:
   the first error explains a later timeout, and a count of what was hidden is one line.
   ``--log-level DEBUG`` shows them all as they come.
@@ -20,6 +22,7 @@ import concurrent.futures
 import logging
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 #: librdkafka's error codes that mean the cluster could not be reached or talked to.
@@ -119,6 +122,39 @@ def check_reachable(bootstrap: str, timeout: float) -> None:
         except OSError as exc:
             reasons.append(f"{host}:{port}: {(exc.strerror or str(exc)).lower()}")
     raise Unreachable("cannot reach " + "; ".join(reasons))
+
+
+#: librdkafka errors after which the pre-flight stops waiting: no bootstrap broker can be talked to.
+_GIVE_UP = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
+#: The longest wait for the pre-flight's metadata between two looks at the client's errors.
+_LOOK_EVERY_S = 0.2
+
+
+def preflight(bootstrap: str, timeout: float, config: Mapping[str, Any], log: ClientLog) -> None:
+    """Return once the cluster answers a metadata request; else raise ``Unreachable`` naming the
+    address and why, within ``timeout``: a TCP connection first (``check_reachable``: a refused or
+    unknown address at once), then confluent-kafka's metadata request with ``config`` (the user's
+    settings, ``log``'s callbacks in), stopping early when the client reports that no bootstrap
+    broker can be talked to (a TLS or SASL handshake refused)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    check_reachable(bootstrap, timeout)
+    deadline = time.monotonic() + timeout
+    admin = AdminClient(dict(config))
+    while True:  # a short wait at a time, between which the client's errors are served and read
+        try:
+            admin.list_topics(timeout=max(0.01, min(_LOOK_EVERY_S, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if error is None or error.name() not in ("_TIMED_OUT", "_TRANSPORT"):
+                raise Unreachable(log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
+        admin.poll(0)
+        if any(e.split(" ", 1)[0] in _GIVE_UP for e in log.errors):
+            raise Unreachable(f"cannot reach {bootstrap}: {log.connection_error()}")
+        if time.monotonic() >= deadline:
+            raise Unreachable(log.explain(f"no answer from {bootstrap} within {timeout:g}s"))
 
 
 class _Capture(logging.Handler):

@@ -7,8 +7,8 @@ Each run of one of them is a ``Session`` (``Session.run(body)``), which gives it
 * **One line per failure** (issue 24): ``onceflow bench produce: MESSAGE`` on stderr and exit
   status 1; a ``UsageError`` (options that cannot go together) exit status 2; Ctrl-C the one line
   ``interrupted`` and exit status 130.  Never a traceback: ``--log-level DEBUG`` logs it.
-* **A pre-flight** (``reach``) before anything is created on a cluster named by
-  ``--bootstrap-servers``: a TCP connection (``clienterrors.check_reachable``: a refused or unknown
+* **A pre-flight** (``reach``: ``clienterrors.preflight``, which the tools run too) before anything
+  is created on a cluster named by ``--bootstrap-servers``: a TCP connection (a refused or unknown
   address is named at once), then one metadata request through confluent-kafka answered within
   ``--timeout``.  An address that takes the connection and never answers is thus one line naming
   it, within the timeout, not a minute of the client's own retries.
@@ -45,7 +45,7 @@ from types import FrameType
 from typing import Any, TextIO, cast
 
 from .clientconfig import NO_SETTINGS, ClientSettings
-from .clienterrors import ClientLog, Unreachable, error_line
+from .clienterrors import ClientLog, error_line, preflight
 from .tools.common import UsageError, stdout_gone
 
 log = logging.getLogger("onceflow")
@@ -54,8 +54,6 @@ log = logging.getLogger("onceflow")
 DEFAULT_TIMEOUT_S = 30.0
 #: Least time between two redraws of the progress line.
 REDRAW_S = 0.2
-#: librdkafka errors after which the pre-flight stops waiting: no bootstrap broker can be talked to.
-_GIVE_UP = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130
 
@@ -162,30 +160,8 @@ class Session:
     # -- the cluster ---------------------------------------------------------------
 
     def reach(self, bootstrap: str) -> None:
-        """The pre-flight: a TCP connection to one of ``bootstrap``'s addresses, then a metadata
-        request answered, both within ``timeout``; ``Unreachable`` naming the address if not."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
-        from .clienterrors import check_reachable
-
-        check_reachable(bootstrap, self.timeout)
-        deadline = time.monotonic() + self.timeout
-        admin = AdminClient(self.client.librdkafka(bootstrap))
-        while True:  # a short wait at a time, between which the client's errors are served and read
-            try:
-                admin.list_topics(timeout=max(0.01, min(REDRAW_S, deadline - time.monotonic())))
-                return
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if error is None or error.name() not in ("_TIMED_OUT", "_TRANSPORT"):
-                    raise Unreachable(self.log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
-            admin.poll(0)
-            # Every bootstrap broker down (after a TLS or SASL handshake failed, say): no need to wait longer.
-            if any(e.split(" ", 1)[0] in _GIVE_UP for e in self.log.errors):
-                raise Unreachable(f"cannot reach {bootstrap}: {self.log.connection_error()}")
-            if time.monotonic() >= deadline:
-                raise Unreachable(self.log.explain(f"no answer from {bootstrap} within {self.timeout:g}s"))
+        """The pre-flight (``clienterrors.preflight``) with this command's settings and timeout."""
+        preflight(bootstrap, self.timeout, self.client.librdkafka(bootstrap), self.log)
 
     def made(self, bootstrap: str, topics: Sequence[str] = (), groups: Sequence[str] = ()) -> None:
         """``topics`` and ``groups`` were created on ``bootstrap`` by this command: delete them at the end."""

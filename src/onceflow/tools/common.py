@@ -16,7 +16,7 @@ a bad one is one line and exit status 2 before anything connects.
 
 A run (``run``).  The client settings are translated and checked (a bad one:
 exit 2).  Before the first client the command makes, the pre-flight the long
-commands use (``longcommand.Session.reach``): a TCP connection, then a metadata
+commands use (``clienterrors.preflight``): a TCP connection, then a metadata
 request answered within ``--timeout``.  A cluster that refuses or is not there
 is named with the reason at once (``cannot reach HOST:PORT: connection
 refused``), one that takes the connection and never answers within the timeout
@@ -55,7 +55,7 @@ from typing import Any
 
 from ..cliargs import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, bootstrap_servers, default_bootstrap, positive_seconds
 from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
-from ..clienterrors import ClientLog, Unreachable
+from ..clienterrors import ClientLog, Unreachable, preflight
 
 log = logging.getLogger("onceflow.tools")
 
@@ -145,7 +145,7 @@ class _Run:
     bootstrap: str
     timeout: float
     log: ClientLog
-    #: The pre-flight (``longcommand.Session.reach``): raises ``Unreachable`` naming the address and why.
+    #: The pre-flight (``clienterrors.preflight``): raises ``Unreachable`` naming the address and why.
     reach: Callable[[str], None]
     clients: list[Any] = field(default_factory=list)
     kafka_python_errors: list[str] = field(default_factory=list)
@@ -201,10 +201,14 @@ def run(args: argparse.Namespace) -> int:
     except SettingError as exc:  # before any data moves, as a usage error
         print(f"{name}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    from ..longcommand import Session  # it imports this module (UsageError)
+    client_log = ClientLog(debug)
+    settings = args.client
 
-    long_command = Session(name, args, args.client)
-    session = _Run(args.bootstrap_servers, args.timeout, long_command.log, long_command.reach)
+    def reach(bootstrap: str) -> None:
+        config = {**settings.librdkafka(bootstrap), **client_log.settings()}
+        preflight(bootstrap, args.timeout, config, client_log)
+
+    session = _Run(args.bootstrap_servers, args.timeout, client_log, reach)
     started = time.monotonic()
     try:
         with _running(session, debug):
