@@ -30,6 +30,18 @@ BOOTSTRAP_ENV = "ONCEFLOW_BOOTSTRAP_SERVERS"
 #: The tools' cluster when neither ``--bootstrap-servers`` nor ``$ONCEFLOW_BOOTSTRAP_SERVERS`` names one.
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
+#: The longest duration any option takes (a year): beyond it, time arithmetic overflows.
+MAX_DURATION_S = 365 * 86400.0
+#: The longest ``--timeout``: librdkafka's request timeouts go up to an hour (3,600,000 ms).
+MAX_TIMEOUT_S = 3600.0
+#: The most partitions a topic may be given here: librdkafka's NewTopic/NewPartitions limit.
+MAX_PARTITIONS = 100_000
+#: Kafka's longest topic name (Topic.MAX_NAME_LENGTH) and its legal characters (Topic.LEGAL_CHARS).
+MAX_TOPIC_NAME = 249
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+#: The latest time ``timestamp_ms`` takes (9999-12-31T23:59:59.999Z).
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -99,8 +111,8 @@ def _seconds(text: str) -> float:
             raise argparse.ArgumentTypeError(
                 f"expected a duration in seconds (30, 2.5) or with units (500ms, 30s, 5m, 1h), got {text!r}") from None
         seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not math.isfinite(seconds):
-        raise argparse.ArgumentTypeError(f"expected a finite duration, got {text!r}")
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise argparse.ArgumentTypeError(f"expected a duration of at most 365 days, got {text!r}")
     return seconds
 
 
@@ -109,6 +121,14 @@ def positive_seconds(text: str) -> float:
     seconds = _seconds(text)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"expected a duration above zero, got {text!r}")
+    return seconds
+
+
+def timeout_seconds(text: str) -> float:
+    """``--timeout``: a duration from 1 ms to an hour (the longest request timeout librdkafka takes)."""
+    seconds = _seconds(text)
+    if not 0.001 <= seconds <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"expected a timeout from 1ms to 1h, got {text!r}")
     return seconds
 
 
@@ -122,9 +142,51 @@ def non_negative_seconds(text: str) -> float:
 
 def _integer(text: str) -> int:
     try:
-        return int(text.strip().replace("_", ""))
+        value = int(text.strip().replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not -(2**63) <= value < 2**63:  # Kafka's offsets, counts and times are 64-bit at most
+        raise argparse.ArgumentTypeError(f"expected a whole number that fits in 64 bits, got {text!r}")
+    return value
+
+
+def integer(text: str) -> int:
+    """Any whole number that fits Kafka's 64 bits (``--shift-by -5``)."""
+    return _integer(text)
+
+
+def partition_count(text: str) -> int:
+    """A topic's partition count: 1 to ``MAX_PARTITIONS``."""
+    value = _integer(text)
+    if not 1 <= value <= MAX_PARTITIONS:
+        raise argparse.ArgumentTypeError(f"expected a partition count from 1 to {MAX_PARTITIONS:,}, got {text!r}")
+    return value
+
+
+def text_value(text: str) -> str:
+    """Text a client sends as UTF-8 (keys, headers, separators, formats): bytes the terminal gave that
+    are not UTF-8 are refused here, not in the client library."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"expected UTF-8 text, got {text!r}") from None
+    return text
+
+
+def name(text: str) -> str:
+    """A non-empty UTF-8 name: a consumer group, a transactional id, a config name."""
+    if not text_value(text):
+        raise argparse.ArgumentTypeError("expected a name, got an empty one")
+    return text
+
+
+def topic_name(text: str) -> str:
+    """A topic name as Kafka allows it (``Topic.validate``): 1 to 249 of ``a-z A-Z 0-9 . _ -``,
+    not ``.`` or ``..``."""
+    if not text or text in (".", "..") or len(text) > MAX_TOPIC_NAME or not _TOPIC_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"expected a topic name (1 to {MAX_TOPIC_NAME} of a-z, A-Z, 0-9, '.', '_' and '-'), got {text!r}")
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -156,16 +218,19 @@ def timestamp_ms(text: str) -> int:
     with ``Z`` or an offset; no zone means the local one, as kafka-consumer-groups' --to-datetime
     reads it), or a number of epoch milliseconds."""
     value = text.strip()
+    wrong = argparse.ArgumentTypeError(
+        f"expected a time from 1970 to 9999 as ISO-8601 (2026-11-27T15:30:00Z) or epoch milliseconds, got {text!r}")
     if value.lstrip("-").isdigit():
         ms = int(value)
-        if ms < 0:
-            raise argparse.ArgumentTypeError(f"expected a time (ISO-8601 or epoch milliseconds), got {text!r}")
-        return ms
-    try:
-        when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a time as ISO-8601 (2026-11-27T15:30:00Z) or epoch milliseconds, got {text!r}") from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # the local zone
-    return int(when.timestamp() * 1000)
+    else:
+        try:
+            when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.astimezone()  # the local zone
+            ms = int(when.timestamp() * 1000)
+        except (ValueError, OverflowError, OSError):
+            raise wrong from None
+    # Negative times are ListOffsets' special values (-1 latest, -2 earliest): never a user's time.
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        raise wrong
+    return ms

@@ -62,11 +62,11 @@ __all__ = ["DEFAULT_TIMEOUT_S", "Session", "UsageError", "add_options"]
 
 def add_options(parser: argparse.ArgumentParser, keep_help: str) -> None:
     """``--timeout`` and ``--keep`` (``keep_help`` says what is kept)."""
-    from .cliargs import positive_seconds
+    from .cliargs import timeout_seconds
 
-    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"how long a cluster named by --bootstrap-servers may take to answer at the start, and to "
-                             f"create or delete a topic (default {DEFAULT_TIMEOUT_S:g}; 500ms, 10s, 1m also work)")
+                             f"create or delete a topic (default {DEFAULT_TIMEOUT_S:g}; 500ms, 10s, 1m also work; at most 1h)")
     parser.add_argument("--keep", action="store_true", help=keep_help)
 
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cliargs import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, bootstrap_servers, default_bootstrap, positive_seconds
+from ..cliargs import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, bootstrap_servers, default_bootstrap, timeout_seconds
 from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
 from ..clienterrors import ClientLog, Unreachable, preflight
 
@@ -103,8 +103,8 @@ def _add_common_options(parser: argparse.ArgumentParser, *, leaf: bool) -> None:
                         help=f"the cluster: a broker to bootstrap from, or several comma-separated (default: "
                              f"${BOOTSTRAP_ENV} when set{f', now {now}' if now else ''}, else {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--json", action="store_true", default=default(False), help="print JSON instead of a table")
-    parser.add_argument("--timeout", type=positive_seconds, metavar="DURATION", default=default(DEFAULT_TIMEOUT_S),
-                        help=f"how long to wait for the cluster: seconds (30, 2.5) or with a unit (500ms, 30s, 5m) "
+    parser.add_argument("--timeout", type=timeout_seconds, metavar="DURATION", default=default(DEFAULT_TIMEOUT_S),
+                        help=f"how long to wait for the cluster: seconds (30, 2.5) or with a unit (500ms, 30s, 5m), at most 1h "
                              f"(default {DEFAULT_TIMEOUT_S:g}s)")
     add_options(parser, suppress=leaf, dest_suffix=_COMMAND if leaf else "")
 
