@@ -373,7 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         if "_ARGCOMPLETE" in os.environ:
             _complete(parser)
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # argparse leaves them to the top parser: blame the command that was given them
+            _leaf(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         name = " ".join(["onceflow", args.command, *([args.action] if isinstance(getattr(args, "action", None), str) else [])])
         _setup_logging(args.log_level, args.log_format)
         return int(args.func(args) or 0)
@@ -386,6 +388,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(name, exc)
     except Exception as exc:  # noqa: BLE001 - a failure the family did not turn into a line: one line still
         return _failed(name, exc)
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` ran (``onceflow topics list``), for its usage errors."""
+    for key in ("command", "action"):
+        chosen = getattr(args, key, None)
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not isinstance(chosen, str) or not subs or chosen not in subs[0].choices:
+            break
+        parser = subs[0].choices[chosen]
+    return parser
 
 
 def _failed(name: str, exc: Exception) -> int:
