@@ -13,21 +13,104 @@ a failure the same way, whichever client library met it:
   (``preflight``, which every command runs before its first client);
 * librdkafka's log lines and error callbacks are captured (``ClientLog``) rather than printed:
   the first error explains a later timeout, and a count of what was hidden is one line.
-  ``--log-level DEBUG`` shows them all as they come.
+  ``--log-level DEBUG`` shows them all as they come;
+* Ctrl-C (``interruptible``) ends a command promptly, whatever it waits on (next section).
+
+Ctrl-C.  While ``interruptible()`` holds (a tool's run), the SIGINT handler records the interrupt,
+then raises ``KeyboardInterrupt`` as Python's own does, unless a client callback of ours is running
+(``ClientLog``'s, a delivery report: ``deferring_interrupts``), where it only records it.  The record
+is what counts: confluent-kafka loses an exception raised inside any librdkafka callback (the call
+runs on, or fails later with "SystemError: ... returned NULL without setting an exception", or with
+whatever error it met meanwhile, e.g. ``_ALL_BROKERS_DOWN``), so every wait on a client is made of
+short slices (at most ``SLICE_S``) after each of which ``check_interrupt()`` raises the recorded
+interrupt, and a failure after one (``interrupted()``) is reported as the interruption.  A second
+Ctrl-C ends the process at once, by the signal, as it would without us.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import functools
 import logging
+import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 #: librdkafka's error codes that mean the cluster could not be reached or talked to.
 _CONNECTION_ERRORS = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_AUTHENTICATION", "_SSL", "_RESOLVE", "_TIMED_OUT",
                       "SASL_AUTHENTICATION_FAILED", "_UNKNOWN_BROKER"}
+
+
+#: The longest a tool waits on a client call before it looks for a recorded Ctrl-C.
+SLICE_S = 0.2
+
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+class _Interrupts:
+    """The one record of Ctrl-C for the process (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.deferred = 0  # > 0 while a client callback of ours runs
+
+    def handle(self, _signum: int, _frame: Any) -> None:
+        self.seen += 1
+        if self.seen > 1:  # insisted: die by the signal
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        if not self.deferred:
+            raise KeyboardInterrupt
+
+
+_INTERRUPTS = _Interrupts()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """While it holds, Ctrl-C is recorded (``interrupted``) and raised as KeyboardInterrupt where that
+    is safe.  Off the main thread (where signals cannot be handled) nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _INTERRUPTS.handle)
+    _INTERRUPTS.seen = 0
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        _INTERRUPTS.seen = 0
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C came while ``interruptible()`` holds."""
+    return _INTERRUPTS.seen > 0
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if Ctrl-C came (its own KeyboardInterrupt may have been lost in a client)."""
+    if _INTERRUPTS.seen:
+        raise KeyboardInterrupt
+
+
+def deferring_interrupts(callback: _Call) -> _Call:
+    """A client callback during which Ctrl-C is only recorded (raised by the next ``check_interrupt``),
+    so that what it counts stays whole."""
+
+    @functools.wraps(callback)
+    def deferred(*args: Any, **kwargs: Any) -> Any:
+        _INTERRUPTS.deferred += 1
+        try:
+            return callback(*args, **kwargs)
+        finally:
+            _INTERRUPTS.deferred -= 1
+
+    return deferred  # type: ignore[return-value]
 
 
 class Unreachable(Exception):
@@ -126,8 +209,6 @@ def check_reachable(bootstrap: str, timeout: float) -> None:
 
 #: librdkafka errors after which the pre-flight stops waiting: no bootstrap broker can be talked to.
 _GIVE_UP = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
-#: The longest wait for the pre-flight's metadata between two looks at the client's errors.
-_LOOK_EVERY_S = 0.2
 
 
 def preflight(bootstrap: str, timeout: float, config: Mapping[str, Any], log: ClientLog) -> None:
@@ -142,15 +223,18 @@ def preflight(bootstrap: str, timeout: float, config: Mapping[str, Any], log: Cl
     check_reachable(bootstrap, timeout)
     deadline = time.monotonic() + timeout
     admin = AdminClient(dict(config))
-    while True:  # a short wait at a time, between which the client's errors are served and read
+    while True:  # a short wait at a time, between which the client's errors are served and read, and Ctrl-C looked for
         try:
-            admin.list_topics(timeout=max(0.01, min(_LOOK_EVERY_S, deadline - time.monotonic())))
+            admin.list_topics(timeout=max(0.01, min(SLICE_S, deadline - time.monotonic())))
+            check_interrupt()
             return
         except KafkaException as exc:
+            check_interrupt()
             error = exc.args[0] if exc.args else None
             if error is None or error.name() not in ("_TIMED_OUT", "_TRANSPORT"):
                 raise Unreachable(log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
         admin.poll(0)
+        check_interrupt()
         if any(e.split(" ", 1)[0] in _GIVE_UP for e in log.errors):
             raise Unreachable(f"cannot reach {bootstrap}: {log.connection_error()}")
         if time.monotonic() >= deadline:
@@ -162,6 +246,7 @@ class _Capture(logging.Handler):
         super().__init__(logging.DEBUG)
         self.owner = owner
 
+    @deferring_interrupts
     def emit(self, record: logging.LogRecord) -> None:
         self.owner.hidden += 1
 
@@ -182,6 +267,7 @@ class ClientLog:
         self.logger.setLevel(logging.DEBUG)
         self.logger.addHandler(_Capture(self))
 
+    @deferring_interrupts
     def _error(self, error: Any) -> None:
         text = kafka_error_text(error)
         if len(self.errors) < 100 and text not in self.errors:

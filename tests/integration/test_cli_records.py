@@ -7,6 +7,8 @@ a pipe."""
 from __future__ import annotations
 
 import base64
+import io
+import json
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from onceflow import cli
 from tests.support.broker import FAST_GROUPS, BrokerProcess
 from tests.support.cli import TIMEOUT, Run
 from tests.support.waiting import wait_for
@@ -94,6 +97,29 @@ def test_a_transaction_is_all_or_nothing_and_read_uncommitted_is_the_default(onc
         "read_uncommitted (the default) shows the aborted record"
     assert onceflow.fails("topics", "produce", "txn-lines", "--transactional-id", "t", "--acks", "1", status=2) == \
         "onceflow topics produce: --transactional-id needs --acks all (a transactional producer is idempotent)"
+
+
+def test_acks_0_a_partial_failure_in_json_and_a_transaction_longer_than_the_brokers_maximum(
+        onceflow: Run, capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch, bootstrap: str) -> None:
+    onceflow("topics", "create", "edges")
+    assert onceflow("topics", "produce", "edges", "--acks", "0", stdin=b"a\nb\n")[1] == \
+        "Sent 2 records to edges (acks=0: not acknowledged)\n", "acks=0 has no offsets: the records are counted as sent"
+    assert onceflow.json("topics", "produce", "edges", "--acks", "0", stdin=b"c\n")["partitions"] == [
+        {"partition": 0, "records": 1, "first_offset": None, "last_offset": None}]
+
+    out, err = onceflow("topics", "produce", "edges", "--key-separator", ":", "--json", stdin=b"k:d\nno separator\n", status=1)
+    assert err == "onceflow topics produce: line 2: no key separator ':' (1 record before it produced)\n"
+    landed = json.loads(out)
+    assert (landed["records"], landed["acknowledged"], landed["partitions"]) == (
+        1, 1, [{"partition": 0, "records": 1, "first_offset": 3, "last_offset": 3}]), "what landed, for a script"
+
+    # --timeout above the brokers' transaction.max.timeout.ms (15 min): transaction.timeout.ms stays within it
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"e\n")))
+    assert cli.main(["topics", "produce", "edges", "--transactional-id", "long", "--timeout", "1h", "--bootstrap-servers",
+                     bootstrap]) == 0, capsysbinary.readouterr()
+    assert capsysbinary.readouterr().err.decode().startswith("Produced 1 record to edges in transaction 'long' (committed)")
+    assert onceflow("topics", "consume", "edges", "-o", "start", "-e", "--isolation-level", "read_committed")[0] == \
+        b"a\nb\nc\nd\ne\n"
 
 
 def test_consume_with_a_group_commits_what_it_printed(onceflow: Run) -> None:
@@ -225,6 +251,20 @@ BAD_VALUES = [
     (("topics", "consume", "t", "-f", "%k %q"), "unknown directive %q"),
     (("topics", "consume", "t", "-f", "%v", "--json"), "--json and --format cannot go together"),
     (("topics", "consume", "t", "-g", "g", "-o", "5"), "cannot go with --group"),
+    # argv that is not UTF-8 (a terminal's bytes, "\udcff" to Python) is refused here, not by librdkafka (it crashed)
+    (("topics", "produce", "t\udcff"), "argument TOPIC: expected a topic name"),
+    (("topics", "consume", "t\udcff"), "argument TOPIC: expected a topic name"),
+    (("topics", "consume", "t", "-g", "g\udcff"), "argument -g/--group: expected UTF-8"),
+    (("topics", "consume", "t", "-g", ""), "argument -g/--group: expected a name"),
+    (("topics", "produce", "t", "-k", "k\udcff"), "argument -k/--key: expected UTF-8"),
+    (("topics", "produce", "t", "-H", "h=\udcff"), "argument -H/--header: expected UTF-8"),
+    (("topics", "produce", "t", "--key-separator", "\udcff"), "argument --key-separator: expected UTF-8"),
+    (("topics", "produce", "t", "--header-separator", "\udcff"), "argument --header-separator: expected UTF-8"),
+    (("topics", "produce", "t", "--transactional-id", "\udcff"), "argument --transactional-id: expected UTF-8"),
+    (("topics", "produce", "t", "--transactional-id", ""), "argument --transactional-id: expected a name"),
+    (("topics", "consume", "t", "-f", "%v\udcff"), "argument -f/--format: expected UTF-8"),
+    (("topics", "consume", "t", "-f", "%v%"), "a lone '%' at the end"),
+    (("topics", "consume", "t", "-f", "%v\\"), "a lone '\\\\' at the end"),
     (("groups", "reset-offsets", "g", "--topic", "t"), "one of the arguments --to-earliest"),
     (("groups", "reset-offsets", "g", "--to-latest"), "one of the arguments --topic --all-topics"),
     (("groups", "reset-offsets", "g", "--topic", "t:x", "--to-latest"), "argument --topic"),
@@ -258,8 +298,12 @@ def test_ctrl_c_ends_a_consumer_cleanly_and_aborts_a_transaction(onceflow: Run, 
     onceflow("topics", "produce", "stopped", stdin=b"r1\nr2\nr3\n")
     consumer = start(bootstrap, "topics", "consume", "stopped", "-g", "interrupted", "--from-beginning", "--isolation-level",
                      "read_committed")
+    onceflow("topics", "create", "stopped-plain")
     producer = start(bootstrap, "topics", "produce", "stopped", "--transactional-id", "interrupted-tx")
-    assert consumer.stdout is not None and producer.stdin is not None
+    plain = start(bootstrap, "topics", "produce", "stopped-plain")
+    assert consumer.stdout is not None and producer.stdin is not None and plain.stdin is not None
+    plain.stdin.write(b"q1\nq2\n")
+    plain.stdin.flush()
     assert [consumer.stdout.readline() for _ in range(3)] == [b"r1\n", b"r2\n", b"r3\n"]  # now Ctrl-C is the way out
     producer.stdin.write(b"p1\np2\n")
     producer.stdin.flush()
@@ -271,7 +315,12 @@ def test_ctrl_c_ends_a_consumer_cleanly_and_aborts_a_transaction(onceflow: Run, 
         "stdout a pipe: records only; no progress line on a piped stderr"
     producer.send_signal(signal.SIGINT)
     _, err = producer.communicate(timeout=60)
-    assert (producer.returncode, err.decode()) == (130, "Transaction 'interrupted-tx' aborted: none of its 2 records written to "
-                                                        "stopped\nonceflow topics produce: interrupted\n")
+    assert (producer.returncode, err.decode()) == (130, "onceflow topics produce: interrupted: transaction 'interrupted-tx' aborted, "
+                                                        "none of its 2 records written to stopped\n"), "one line"
+    wait_for(lambda: onceflow.json("topics", "offsets", "stopped-plain")[0]["latest"] == 2, what="the records sent")
+    plain.send_signal(signal.SIGINT)
+    _, err = plain.communicate(timeout=60)
+    assert (plain.returncode, err.decode()) == (130, "onceflow topics produce: interrupted after 2 records acknowledged by "
+                                                     "stopped-plain (partition 0: 2 at offsets 0-1)\n"), "one line: what landed"
     assert [(o["partition"], o["committed_offset"]) for o in onceflow.json("groups", "describe", "interrupted")["offsets"]] == [(0, 3)]
     assert onceflow("topics", "consume", "stopped", "-o", "start", "-e", "--isolation-level", "read_committed")[0] == b"r1\nr2\nr3\n"

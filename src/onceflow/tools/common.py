@@ -34,6 +34,12 @@ library met them (``clienterrors.error_line``); a request the cluster did not
 answer in time as ``no answer from HOST:PORT within Ns``, followed by the first
 connection error a client reported, if any (``_Run.explain``).  ``--log-level
 DEBUG`` logs the traceback and every client log line as well.
+
+Ctrl-C is ``interrupted`` and exit status 130, within a fraction of a second
+whatever the command waits on: ``run`` holds ``clienterrors.interruptible()``, the
+pre-flight and ``wait`` wait in slices and look for the recorded interrupt after
+each, and a failure after Ctrl-C (a client that lost the KeyboardInterrupt in a
+callback fails otherwise: ``SystemError``, ``_ALL_BROKERS_DOWN``) is the interruption.
 """
 
 from __future__ import annotations
@@ -55,14 +61,16 @@ from typing import Any
 
 from ..cliargs import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, bootstrap_servers, default_bootstrap, timeout_seconds
 from ..clientconfig import NO_SETTINGS, ClientSettings, SettingError, add_options, from_options
-from ..clienterrors import ClientLog, Unreachable, preflight
+from ..clienterrors import SLICE_S, ClientLog, Unreachable, check_interrupt, interrupted, interruptible, preflight
 
 log = logging.getLogger("onceflow.tools")
 
 DEFAULT_TIMEOUT_S = 30.0
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+INTERRUPTED = 130
 
 __all__ = ["DEFAULT_BOOTSTRAP", "DEFAULT_TIMEOUT_S", "NoAnswer", "ToolError", "UsageError", "add_command", "add_family",
-           "confluent_admin", "default_bootstrap", "error_line", "kafka_python_admin", "missing_topic", "render", "run",
+           "confluent_admin", "default_bootstrap", "error_line", "kafka_python_admin", "librdkafka_client", "missing_topic", "render", "run",
            "table", "to_json", "wait", "watermark_consumer"]
 
 #: What a command returns: rows (one table), or a dict of scalars and row lists; None when it wrote its own output.
@@ -211,21 +219,29 @@ def run(args: argparse.Namespace) -> int:
     session = _Run(args.bootstrap_servers, args.timeout, client_log, reach)
     started = time.monotonic()
     try:
-        with _running(session, debug):
-            data = args.tool(args)
-    except KeyboardInterrupt:
+        with interruptible():
+            try:
+                with _running(session, debug):
+                    data = args.tool(args)
+            except KeyboardInterrupt as exc:
+                print(f"{name}: {str(exc) or 'interrupted'}", file=sys.stderr)
+                return INTERRUPTED
+            except UsageError as exc:
+                print(f"{name}: {error_line(exc)}", file=sys.stderr)
+                return 2
+            except Exception as exc:  # every failure becomes one line
+                if isinstance(exc, BrokenPipeError) and stdout_gone():
+                    raise  # a command writing its own output into ``| head``: onceflow.cli ends it quietly
+                if debug:
+                    log.exception("%s failed", name)
+                if interrupted():  # the client lost the KeyboardInterrupt, and failed otherwise
+                    print(f"{name}: interrupted", file=sys.stderr)
+                    return INTERRUPTED
+                print(f"{name}: {_failure(exc, session, time.monotonic() - started)}", file=sys.stderr)
+                return 1
+    except KeyboardInterrupt:  # Ctrl-C just as the handler was put in or taken out
         print(f"{name}: interrupted", file=sys.stderr)
-        return 130
-    except UsageError as exc:
-        print(f"{name}: {error_line(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # every failure becomes one line
-        if isinstance(exc, BrokenPipeError) and stdout_gone():
-            raise  # a command writing its own output into ``| head``: onceflow.cli ends it quietly
-        if debug:
-            log.exception("%s failed", name)
-        print(f"{name}: {_failure(exc, session, time.monotonic() - started)}", file=sys.stderr)
-        return 1
+        return INTERRUPTED
     if data is not None:
         color = sys.stdout.isatty()
         sys.stdout.write(to_json(data) if args.json else render(data, empty=args.empty, color=color))
@@ -336,6 +352,16 @@ def _librdkafka_settings(bootstrap: str, client: ClientSettings, client_log: Cli
     return client.librdkafka(bootstrap, **{"client.id": "onceflow-tools", "log_level": 7 if debug else 0, **captured})
 
 
+def librdkafka_client(bootstrap: str, client: ClientSettings = NO_SETTINGS, **own: Any) -> tuple[dict[str, Any], ClientLog]:
+    """The configuration of a librdkafka client a command makes itself (``topics produce``'s Producer,
+    ``consume``'s Consumer): ``own`` settings under the user's, after the run's pre-flight, logging into
+    the run's ``ClientLog``, which is returned too (its first connection error explains a failure).
+    Outside a run (a library call): no pre-flight, a ClientLog of its own."""
+    session = _RUN.get()
+    client_log = session.log if session is not None else ClientLog(logging.getLogger().isEnabledFor(logging.DEBUG))
+    return {**own, **_librdkafka_settings(bootstrap, client, client_log)}, client_log
+
+
 def _track(client: Any) -> Any:
     session = _RUN.get()
     if session is not None:
@@ -369,8 +395,15 @@ def wait(future: Any, timeout: float, what: str) -> Any:
     its failure as a ToolError that names ``what`` (``NoAnswer`` when it timed out)."""
     from confluent_kafka import KafkaError, KafkaException
 
+    deadline = time.monotonic() + timeout + 1  # the request's own timeout (request_timeout) comes first
     try:
-        return future.result(timeout + 1)  # the request's own timeout (request_timeout) comes first
+        while True:  # in slices, Ctrl-C looked for between them
+            try:
+                return future.result(max(0.0, min(SLICE_S, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                check_interrupt()
+                if time.monotonic() >= deadline:
+                    raise
     except concurrent.futures.TimeoutError:
         raise NoAnswer(what, timeout) from None
     except KafkaException as exc:

@@ -18,12 +18,18 @@ kafka-console-producer's.  The rules:
 * ``--acks all`` (the default) produces idempotently (Kafka's producer default since 3.0), and the
   command exits 0 only when every record was acknowledged; the first record that is not stops the
   reading, what was sent is waited for, and the command fails in one line naming how many were
-  not acknowledged and why.  ``--acks 0`` has no acknowledgements: no offsets are known.
+  not acknowledged and why (with ``--json``, the summary of what was acknowledged first, on stdout).
+  ``--acks 0`` has no acknowledgements: the records are counted as sent, no offsets are known
+  (confluent-kafka reports the offset as None).
 * ``--transactional-id ID`` puts all of stdin in one transaction (KIP-98), committed at end of
   input: all of it becomes visible to read_committed consumers, or none of it (a failure, or
   Ctrl-C, aborts it).  Its length is bounded by transaction.timeout.ms (the larger of 60 s and
-  ``--timeout``; ``-X transaction.timeout.ms=...`` to change it): the coordinator aborts a
+  ``--timeout``, at most 15 min, Kafka's default transaction.max.timeout.ms, above which the broker
+  refuses it; ``-X transaction.timeout.ms=...`` to change it): the coordinator aborts a
   transaction open longer, and the commit then fails.
+* Ctrl-C (``clienterrors.interruptible``, held by ``common.run``; every wait on the client is in
+  slices, after each of which the recorded Ctrl-C is raised) aborts the transaction or waits for
+  what was sent, then the one line says what landed (``ProduceInterrupted``), exit status 130.
 * A topic that does not exist is refused before anything is read (``common.missing_topic``): the
   producer does not ask the broker to create it (librdkafka's allow.auto.create.topics off, as
   rpk's default is).
@@ -33,10 +39,12 @@ G (subscribe), starts from G's committed offsets, and commits the offset after e
 written to stdout (at least once: a record is committed only once it is out), when it stops.
 Where it starts without a committed offset: the end (new records only, as kafka-console-consumer),
 ``--from-beginning`` / ``-o start`` the beginning, ``-o N`` offset N (kept within the partition's
-earliest and latest offsets), ``-o -N`` N records before the end, ``--timestamp TIME`` the first
+earliest and latest offsets), ``-o -N`` N offsets before the end (offsets, as kcat counts: a
+transaction marker takes one, so fewer than N records may follow), ``--timestamp TIME`` the first
 record at or after TIME (ListOffsets by time, KIP-79; the end where there is none).  It stops
 after ``-n N`` records, or with ``--exit-at-end`` once every assigned partition has reached its end
-as of the start (high watermark; the last stable offset under read_committed), or on Ctrl-C; then
+as of the start (high watermark; the last stable offset under read_committed), or on Ctrl-C (before
+the reading starts, Ctrl-C is an interruption: exit status 130); then
 closes the consumer (leaving the group, committing) and says ``Processed a total of N messages``
 on stderr, as kafka-console-consumer does.  ``--isolation-level`` defaults to read_uncommitted, as
 Kafka's console consumer does: records of open and aborted transactions are shown unless
@@ -55,25 +63,29 @@ import argparse
 import base64
 import contextlib
 import json
-import logging
 import os
 import re
-import signal
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..cliargs import non_negative_int, positive_int, timestamp_ms
+from ..cliargs import name as name_text
+from ..cliargs import non_negative_int, positive_int, text_value, timestamp_ms, topic_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
-from ..clienterrors import ClientLog, check_reachable, kafka_error_text
-from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, error_line, key_value, missing_topic
+from ..clienterrors import SLICE_S, ClientLog, check_interrupt, deferring_interrupts, kafka_error_text
+from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, error_line, key_value, librdkafka_client, missing_topic, to_json
 
 #: Kafka's default transaction.timeout.ms (librdkafka's too).
 _TRANSACTION_TIMEOUT_MS = 60_000
+#: Kafka's default transaction.max.timeout.ms (a broker's largest transaction.timeout.ms; larger: INVALID_TRANSACTION_TIMEOUT).
+_TRANSACTION_MAX_TIMEOUT_MS = 900_000
+#: The longest wait on a transactional call before Ctrl-C is looked for (a call again goes on where it was).
+_TRANSACTION_SLICE_S = 0.5
+#: The longest wait for a record before Ctrl-C is looked for.
+_CONSUME_WAIT_S = 0.5
 #: Records asked of the consumer at a time (and the most written between two flushes of stdout).
 _BATCH = 500
 
@@ -112,62 +124,24 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-class Interrupts:
-    """Ctrl-C (SIGINT) raised as KeyboardInterrupt only where that is safe.
+def _sliced(call: Callable[[float], Any], timeout: float) -> Any:
+    """``call(seconds)``, a librdkafka request that takes a timeout, within ``timeout`` in all, made again
+    in slices while it times out (_TIMED_OUT, or _TRANSPORT as Metadata says it): Ctrl-C is looked for
+    between them.  The last slice's failure is raised."""
+    from confluent_kafka import KafkaError, KafkaException
 
-    confluent-kafka loses a KeyboardInterrupt raised inside one of its Python callbacks (a delivery
-    report, a log line, a rebalance) while ``flush``, ``poll`` or ``consume`` runs them: the call
-    then fails with "SystemError: ... returned NULL without setting an exception".  So, while
-    ``with Interrupts():`` holds, a Ctrl-C raises at once only inside ``allowed()`` (reading stdin:
-    no client code runs there); anywhere else it is noted, and ``check()`` raises
-    it after the client call returns (each such call is bounded: a consume's half second, a flush's
-    ``--timeout``).  A second Ctrl-C ends the process at once, by the signal, as it would without us.
-    Off the main thread (where signals cannot be handled) it does nothing."""
-
-    def __init__(self) -> None:
-        self.seen = 0
-        self.open = False
-        self.installed = False
-        self.previous: Any = None
-
-    def __enter__(self) -> Interrupts:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-            self.installed = True
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        if self.installed:
-            signal.signal(signal.SIGINT, self.previous if self.previous is not None else signal.default_int_handler)
-            self.installed = False
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.seen += 1
-        if self.seen > 1:  # insisted: die by the signal
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        if self.open:
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def allowed(self) -> Iterator[None]:
-        """A stretch where a Ctrl-C raises at once (no client code runs in it)."""
-        self.check()
-        self.open = True
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            yield
-        finally:
-            self.open = False
-
-    def check(self) -> None:
-        """Raise the KeyboardInterrupt of a Ctrl-C noted outside ``allowed()``."""
-        if self.seen:
-            raise KeyboardInterrupt
-
-
-def _client_settings(bootstrap: str, client: ClientSettings, said: ClientLog, **own: Any) -> dict[str, Any]:
-    """``own`` settings under the user's, librdkafka's log and errors kept by ``said``."""
-    return client.librdkafka(bootstrap, **{"client.id": "onceflow-tools", **own, **said.settings()})
+            result = call(max(0.01, min(SLICE_S, deadline - time.monotonic())))
+            check_interrupt()
+            return result
+        except KafkaException as exc:
+            check_interrupt()
+            error = exc.args[0] if exc.args else None
+            again = isinstance(error, KafkaError) and error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+            if not again or time.monotonic() >= deadline:
+                raise
 
 
 def _partitions(client: Any, topic: str, timeout: float, said: ClientLog) -> list[int]:
@@ -175,7 +149,7 @@ def _partitions(client: Any, topic: str, timeout: float, said: ClientLog) -> lis
     from confluent_kafka import KafkaError, KafkaException
 
     try:
-        metadata = client.list_topics(topic=topic, timeout=timeout)
+        metadata = _sliced(lambda seconds: client.list_topics(topic=topic, timeout=seconds), timeout)
     except KafkaException as exc:
         raise ToolError(said.explain(f"topic {topic!r}: {error_line(exc)}")) from exc
     found = metadata.topics.get(topic)
@@ -245,37 +219,46 @@ class _Deliveries:
     #: partition -> [records, first offset, last offset]
     partitions: dict[int, list[int]] = field(default_factory=dict)
 
+    @deferring_interrupts
     def report(self, error: Any, message: Any) -> None:
         if error is not None:
             self.failed += 1
             if self.first_error is None:
                 self.first_error = f"{message.topic()}-{message.partition()}: {kafka_error_text(error)}"
             return
-        self.acknowledged += 1
+        self.acknowledged += 1  # with acks=0: sent (its offset is None, or -1: unknown)
         partition, offset = message.partition(), message.offset()
-        seen = self.partitions.setdefault(partition, [0, offset, offset])
+        seen = self.partitions.setdefault(partition, [0, -1, -1])
         seen[0] += 1
-        if offset >= 0:
+        if offset is not None and offset >= 0:
             seen[1] = offset if seen[1] < 0 else min(seen[1], offset)
             seen[2] = max(seen[2], offset)
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[bytes], *, line_format: LineFormat | None = None,
-            partition: int | None = None, acks: str = "all", transactional_id: str | None = None,
-            compression: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS,
-            progress: Progress | None = None) -> dict[str, Any]:
-    """Produce a record per item of ``records`` (lines without their ends); returns the summary
-    (``summary``).  Raises ToolError (one line) unless every record was acknowledged (with acks=0:
-    sent); on KeyboardInterrupt, aborts the transaction or waits for what was sent, says so on
-    stderr (``summary_line``) and re-raises."""
-    from confluent_kafka import Producer
+class ProduceFailed(ToolError):
+    """``produce``'s failure once it has started producing: ``summary`` is what landed (with --json,
+    printed before the one line)."""
 
-    if transactional_id is not None and acks != "all":
-        raise UsageError("--transactional-id needs --acks all (a transactional producer is idempotent)")
-    line_format = line_format or LineFormat()
-    progress = progress or Progress("produced", False)
-    check_reachable(bootstrap, timeout)
-    said = ClientLog(logging.getLogger().isEnabledFor(logging.DEBUG))
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+class ProduceInterrupted(KeyboardInterrupt):
+    """Ctrl-C once ``produce`` has started producing: the one line says what landed (``summary``)."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def produce_settings(acks: str, timeout: float, transactional_id: str | None, compression: str | None,
+                     client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
+    """The producer's own settings (the user's ``-X`` go over them).  message.timeout.ms is ``--timeout``
+    (at most an hour, well within librdkafka's range); with a transaction transaction.timeout.ms is the
+    larger of Kafka's default (60 s) and ``--timeout``, but never above the brokers' default
+    transaction.max.timeout.ms (15 min, which a longer one exceeds: INVALID_TRANSACTION_TIMEOUT), and
+    message.timeout.ms never above it (librdkafka refuses that)."""
     timeout_ms = max(1, int(timeout * 1000))
     own: dict[str, Any] = {
         "acks": acks,
@@ -287,67 +270,103 @@ def produce(bootstrap: str, topic: str, records: Iterable[bytes], *, line_format
     if compression is not None:
         own["compression.type"] = compression
     if transactional_id is not None:
-        own |= {"transactional.id": transactional_id, "transaction.timeout.ms": max(_TRANSACTION_TIMEOUT_MS, timeout_ms)}
-    producer = Producer(_client_settings(bootstrap, client, said, **own))
+        transaction_ms = min(_TRANSACTION_MAX_TIMEOUT_MS, max(_TRANSACTION_TIMEOUT_MS, timeout_ms))
+        given = client.config.get("transaction.timeout.ms")
+        limit = int(given) if isinstance(given, (int, str)) and str(given).isdigit() else transaction_ms
+        own |= {"transactional.id": transactional_id, "transaction.timeout.ms": transaction_ms,
+                "message.timeout.ms": min(timeout_ms, limit)}
+    return own
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[bytes], *, line_format: LineFormat | None = None,
+            partition: int | None = None, acks: str = "all", transactional_id: str | None = None,
+            compression: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS,
+            progress: Progress | None = None) -> dict[str, Any]:
+    """Produce a record per item of ``records`` (lines without their ends); returns the summary
+    (``summary``).  Raises ToolError (one line) before producing, ``ProduceFailed`` once producing
+    unless every record was acknowledged (with acks=0: sent), ``ProduceInterrupted`` on Ctrl-C (after
+    aborting the transaction, or waiting for what was sent)."""
+    from confluent_kafka import Producer
+
+    if transactional_id is not None and acks != "all":
+        raise UsageError("--transactional-id needs --acks all (a transactional producer is idempotent)")
+    line_format = line_format or LineFormat()
+    progress = progress or Progress("produced", False)
+    config, said = librdkafka_client(bootstrap, client, **produce_settings(acks, timeout, transactional_id, compression, client))
+    producer = Producer(config)
     partitions = _partitions(producer, topic, timeout, said)
     if partition is not None:
         check_partition(topic, partition, partitions)
     deliveries = _Deliveries()
     read = 0
     in_transaction = False
-    with Interrupts() as interrupts:
-        try:
-            if transactional_id is not None:
-                _transaction_step(said, "initialising the transactional producer", lambda: producer.init_transactions(timeout))
-                producer.begin_transaction()
-                in_transaction = True
-            stopped: str | None = None  # why reading stopped before the end of stdin
-            given = iter(records)
-            while True:
-                with interrupts.allowed():
-                    line = next(given, None)
-                if line is None:
-                    break
-                try:
-                    key, value, headers = line_format.record(line, read + 1)
-                    _send(producer, topic, key, value, headers, partition, deliveries, read + 1)
-                except ToolError as exc:
-                    stopped = str(exc)
-                    break
-                read += 1
-                interrupts.check()
-                if deliveries.failed:
-                    break  # the first record not acknowledged ends the reading
-                progress.update(deliveries.acknowledged)
-            left = producer.flush(timeout)
-            interrupts.check()
+
+    def done(aborted: bool = False) -> dict[str, Any]:
+        return summary(topic, read, _Deliveries() if aborted else deliveries, acks, transactional_id)
+
+    try:
+        if transactional_id is not None:
+            _transaction_step(said, "initialising the transactional producer", timeout, producer.init_transactions)
+            producer.begin_transaction()
+            in_transaction = True
+        stopped: str | None = None  # why reading stopped before the end of stdin
+        for line in records:
+            try:
+                key, value, headers = line_format.record(line, read + 1)
+                _send(producer, topic, key, value, headers, partition, deliveries, read + 1)
+            except ToolError as exc:
+                stopped = str(exc)
+                break
+            read += 1
+            check_interrupt()
             if deliveries.failed:
-                stopped = f"{deliveries.failed} of {read} records not acknowledged ({deliveries.first_error})"
-            elif left:
-                stopped = said.explain(f"{left} of {read} records not acknowledged within {timeout:g}s")
-            elif stopped is not None and not in_transaction:
-                stopped += f" ({_count(deliveries.acknowledged)} before it produced)"
-            if stopped is not None:
-                raise ToolError(stopped)
+                break  # the first record not acknowledged ends the reading
+            progress.update(deliveries.acknowledged)
+        left = _flush(producer, timeout)
+        if deliveries.failed:
+            stopped = f"{deliveries.failed} of {read} records not acknowledged ({deliveries.first_error})"
+        elif left:
+            stopped = said.explain(f"{left} of {read} records not acknowledged within {timeout:g}s")
+        elif stopped is not None and not in_transaction:
+            stopped += f" ({_count(deliveries.acknowledged)} before it produced)"
+        if stopped is not None:
+            raise ToolError(stopped)
+        if in_transaction:
+            _transaction_step(said, f"committing transaction {transactional_id!r}", timeout, producer.commit_transaction)
+            in_transaction = False
+    except KeyboardInterrupt:
+        progress.clear()
+        with contextlib.suppress(Exception):  # a second Ctrl-C ends the process here, by the signal
             if in_transaction:
-                _transaction_step(said, f"committing transaction {transactional_id!r}", lambda: producer.commit_transaction(timeout))
-                in_transaction = False
-        except KeyboardInterrupt:
-            progress.clear()
-            if in_transaction:
-                _abort_quietly(producer, timeout)
+                producer.abort_transaction(timeout)
             else:
                 producer.flush(timeout)
-            print(summary_line(summary(topic, read, deliveries, acks, transactional_id), aborted=in_transaction), file=sys.stderr)
+        if not read and not in_transaction:
             raise
-        except ToolError as exc:
-            if in_transaction:
-                _abort_quietly(producer, timeout)
-                raise ToolError(f"transaction {transactional_id!r} aborted, none of its {_count(read)} written: {exc}") from exc
-            raise
-        finally:
-            progress.clear()
-    return summary(topic, read, deliveries, acks, transactional_id)
+        landed = done(aborted=in_transaction)
+        raise ProduceInterrupted(summary_line(landed, aborted=in_transaction, interrupted=True), landed) from None
+    except ToolError as exc:
+        if in_transaction:
+            with contextlib.suppress(Exception):  # the coordinator aborts it at transaction.timeout.ms anyway
+                producer.abort_transaction(timeout)
+            raise ProduceFailed(f"transaction {transactional_id!r} aborted, none of its {_count(read)} written: {exc}",
+                                done(aborted=True)) from exc
+        if read or deliveries.acknowledged:
+            raise ProduceFailed(str(exc), done()) from exc
+        raise
+    finally:
+        progress.clear()
+    return done()
+
+
+def _flush(producer: Any, timeout: float) -> int:
+    """``producer.flush`` within ``timeout``, in slices (Ctrl-C looked for between them); how many records are left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = int(producer.flush(max(0.0, min(SLICE_S, deadline - time.monotonic()))))
+        check_interrupt()
+        if not left or time.monotonic() >= deadline:
+            return left
 
 
 def _count(n: int) -> str:
@@ -370,22 +389,23 @@ def _send(producer: Any, topic: str, key: bytes | None, value: bytes, headers: l
     producer.poll(0)
 
 
-def _transaction_step(said: ClientLog, what: str, step: Callable[[], Any]) -> None:
-    from confluent_kafka import KafkaException
+def _transaction_step(said: ClientLog, what: str, timeout: float, step: Callable[[float], Any]) -> None:
+    """A transactional call within ``timeout``, in slices: librdkafka lets init, commit and abort be
+    called again after a timeout (retriable _TIMED_OUT), going on where the last call left off."""
+    from confluent_kafka import KafkaError, KafkaException
 
-    try:
-        step()
-    except KafkaException as exc:
-        raise ToolError(said.explain(f"{what}: {error_line(exc)}")) from exc
-
-
-def _abort_quietly(producer: Any, timeout: float) -> None:
-    from confluent_kafka import KafkaException
-
-    try:
-        producer.abort_transaction(timeout)
-    except KafkaException:
-        pass  # the coordinator aborts it at transaction.timeout.ms anyway
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            step(max(0.01, min(_TRANSACTION_SLICE_S, deadline - time.monotonic())))
+            check_interrupt()
+            return
+        except KafkaException as exc:
+            check_interrupt()
+            error = exc.args[0] if exc.args else None
+            timed_out = isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT and error.retriable()
+            if not timed_out or time.monotonic() >= deadline:
+                raise ToolError(said.explain(f"{what}: {error_line(exc)}")) from exc
 
 
 def summary(topic: str, read: int, deliveries: _Deliveries, acks: str, transactional_id: str | None) -> dict[str, Any]:
@@ -403,21 +423,32 @@ def summary(topic: str, read: int, deliveries: _Deliveries, acks: str, transacti
     }
 
 
-def summary_line(done: dict[str, Any], aborted: bool = False) -> str:
-    """``summary`` as the one line ``produce`` says on stderr."""
-    topic, read = done["topic"], done["records"]
-    if aborted:
-        return f"Transaction {done['transactional_id']!r} aborted: none of its {_count(read)} written to {topic}"
-    if done["acknowledged"] is None:
-        return f"Sent {_count(read)} to {topic} (acks=0: not acknowledged)"
+def _where(done: dict[str, Any]) -> str:
+    """`` (partition 0: 2 at offsets 0-1; ...)``, or nothing."""
     parts = []
     for row in done["partitions"]:
         first, last = row["first_offset"], row["last_offset"]
         parts.append(f"partition {row['partition']}: {row['records']} at " + (f"offset {first}" if first == last else f"offsets {first}-{last}"))
-    line = f"Produced {_count(done['acknowledged'])} to {topic}"
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def summary_line(done: dict[str, Any], aborted: bool = False, interrupted: bool = False) -> str:
+    """``summary`` as the one line ``produce`` says on stderr; ``interrupted``: the message of the one
+    line after Ctrl-C, saying what landed."""
+    topic, read, acknowledged = done["topic"], done["records"], done["acknowledged"]
+    if aborted:
+        what = f"transaction {done['transactional_id']!r} aborted"
+        return (f"interrupted: {what}, none of its {_count(read)} written to {topic}" if interrupted
+                else f"T{what[1:]}: none of its {_count(read)} written to {topic}")
+    if acknowledged is None:
+        return f"{'interrupted after' if interrupted else 'Sent'} {_count(read)} {'sent ' if interrupted else ''}to {topic} " \
+               f"(acks=0: not acknowledged)"
+    if interrupted:
+        return f"interrupted after {_count(acknowledged)} acknowledged by {topic}{_where(done)}"
+    line = f"Produced {_count(acknowledged)} to {topic}"
     if done["transactional_id"] is not None:
         line += f" in transaction {done['transactional_id']!r} (committed)"
-    return line + (f" ({'; '.join(parts)})" if parts else "")
+    return line + _where(done)
 
 
 # -- consume -------------------------------------------------------------------------------------
@@ -456,7 +487,9 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}
 
 def record_format(text: str) -> list[str]:
     """argparse type of ``-f``: the format as a list of literal pieces and ``%x`` directives,
-    backslash escapes (``\\n``, ``\\t``, ``\\\\``) read as kcat reads them."""
+    backslash escapes (``\\n``, ``\\t``, ``\\\\``) read as kcat reads them.  A ``%`` or ``\\`` that ends
+    the format with nothing after it is refused (kcat would print it, or drop it)."""
+    text = text_value(text)
     pieces: list[str] = []
     literal = ""
     at = 0
@@ -474,7 +507,10 @@ def record_format(text: str) -> list[str]:
         else:
             raise argparse.ArgumentTypeError(f"unknown directive %{directive} in {text!r} (known: "
                                              f"{', '.join('%' + d for d in FORMAT_DIRECTIVES if d != '%')})")
-    pieces.append(literal + text[at:])
+    rest = text[at:]
+    if rest.endswith(("%", "\\")):  # what is left matched no directive or escape: a lone one at the end
+        raise argparse.ArgumentTypeError(f"a lone {rest[-1]!r} at the end of {text!r} (%% is a %, \\\\ a backslash)")
+    pieces.append(literal + rest)
     return [p for p in pieces if p]
 
 
@@ -564,9 +600,7 @@ def consume(bootstrap: str, topic: str, out: IO[bytes], *, start: Start = Start(
         raise UsageError("an offset or --timestamp cannot go with --group: the group starts from its committed offsets "
                          "(--from-beginning, -o start or -o end say where to start without one)")
     progress = progress or Progress("consumed", False)
-    check_reachable(bootstrap, timeout)
-    said = ClientLog(logging.getLogger().isEnabledFor(logging.DEBUG))
-    consumer = Consumer(_client_settings(bootstrap, client, said, **{
+    config, said = librdkafka_client(bootstrap, client, **{
         "group.id": group if group is not None else f"onceflow-consume-{uuid.uuid4()}",  # never joined without --group
         "enable.auto.commit": group is not None,
         "enable.auto.offset.store": False,  # a record's offset is stored once it is written
@@ -576,21 +610,19 @@ def consume(bootstrap: str, topic: str, out: IO[bytes], *, start: Start = Start(
         # The end of a partition is known from a fetch that finds nothing more; with --exit-at-end the
         # broker need not hold that fetch open for long (Kafka's default is 500 ms).
         **({"fetch.wait.max.ms": 100} if exit_at_end else {}),
-    }))
-    with Interrupts() as interrupts:
-        try:
-            return _consume_records(consumer, topic, out, start, partitions, group, limit, exit_at_end, render, timeout,
-                                    said, progress, interrupts)
-        except KeyboardInterrupt:
-            return 0  # before any record: nothing written
-        finally:
-            progress.clear()
-            consumer.close()  # leaves the group, committing the stored offsets
+    })
+    consumer = Consumer(config)
+    try:  # Ctrl-C before the reading (a cluster slow to answer) is an interruption; while reading, the end
+        return _consume_records(consumer, topic, out, start, partitions, group, limit, exit_at_end, render, timeout,
+                                said, progress)
+    finally:
+        progress.clear()
+        consumer.close()  # leaves the group, committing the stored offsets
 
 
 def _consume_records(consumer: Any, topic: str, out: IO[bytes], start: Start, partitions: list[int] | None, group: str | None,
                      limit: int | None, exit_at_end: bool, render: Callable[[Any], bytes], timeout: float, said: ClientLog,
-                     progress: Progress, interrupts: Interrupts) -> int:
+                     progress: Progress) -> int:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     ids = _partitions(consumer, topic, timeout, said)
@@ -610,15 +642,17 @@ def _consume_records(consumer: Any, topic: str, out: IO[bytes], start: Start, pa
                 if first >= ends.targets[p]:
                     ends.reached(p)
     else:
+        @deferring_interrupts
         def on_assign(_consumer: Any, tps: list[Any]) -> None:
             assigned.update(tp.partition for tp in tps)
 
+        @deferring_interrupts
         def on_revoke(_consumer: Any, tps: list[Any]) -> None:
             assigned.difference_update(tp.partition for tp in tps)
 
         consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-    interrupts.check()
-    return _read(consumer, topic, out, render, limit, ends, assigned, progress, interrupts, commit=group is not None)
+    check_interrupt()
+    return _read(consumer, topic, out, render, limit, ends, assigned, progress, commit=group is not None)
 
 
 def _watermarks(consumer: Any, topic: str, partitions: list[int], timeout: float, said: ClientLog) -> dict[int, tuple[int, int]]:
@@ -627,8 +661,10 @@ def _watermarks(consumer: Any, topic: str, partitions: list[int], timeout: float
 
     marks = {}
     for p in partitions:
+        where = TopicPartition(topic, p)
         try:
-            marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+            marks[p] = _sliced(lambda seconds: consumer.get_watermark_offsets(where, timeout=seconds, cached=False),  # noqa: B023
+                               timeout)
         except KafkaException as exc:
             raise ToolError(said.explain(f"the offsets of {topic}-{p}: {error_line(exc)}")) from exc
     return marks
@@ -645,7 +681,8 @@ def _start_offsets(consumer: Any, topic: str, partitions: list[int], start: Star
         return dict.fromkeys(partitions, OFFSET_END)
     if start.how == "timestamp":
         try:
-            found = consumer.offsets_for_times([TopicPartition(topic, p, start.value) for p in partitions], timeout=timeout)
+            wanted = [TopicPartition(topic, p, start.value) for p in partitions]
+            found = _sliced(lambda seconds: consumer.offsets_for_times(wanted, timeout=seconds), timeout)
         except KafkaException as exc:
             raise ToolError(said.explain(f"the offsets of {topic} for time {start.value}: {error_line(exc)}")) from exc
         return {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_END for tp in found}
@@ -655,7 +692,7 @@ def _start_offsets(consumer: Any, topic: str, partitions: list[int], start: Star
 
 
 def _read(consumer: Any, topic: str, out: IO[bytes], render: Callable[[Any], bytes], limit: int | None, ends: _Ends | None,
-          assigned: set[int], progress: Progress, interrupts: Interrupts, commit: bool) -> int:
+          assigned: set[int], progress: Progress, commit: bool) -> int:
     """The consuming loop; returns the records written.  Offsets are stored (for the group's commit)
     only after the records are flushed to ``out``."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -665,11 +702,11 @@ def _read(consumer: Any, topic: str, out: IO[bytes], render: Callable[[Any], byt
         while (limit is None or written < limit) and not (ends is not None and ends.all_done(assigned)):
             # The first record (or end of partition) as soon as it comes, then what else is there already:
             # consume() alone would wait its whole timeout for a full batch.
-            batch = consumer.consume(num_messages=1, timeout=0.5)
+            batch = consumer.consume(num_messages=1, timeout=_CONSUME_WAIT_S)
             room = min(_BATCH, limit - written) if limit else _BATCH
             if batch and room > 1:
                 batch += consumer.consume(num_messages=room - 1, timeout=0)
-            interrupts.check()
+            check_interrupt()
             nexts: dict[int, int] = {}
             failure = None
             chunk = []
@@ -718,28 +755,33 @@ def _silence(out: IO[bytes]) -> None:
 # -- command line --------------------------------------------------------------------------------
 
 
+def header(text: str) -> tuple[str, str]:
+    """argparse type of ``-H``: ``key=value`` in UTF-8."""
+    return key_value(text_value(text))
+
+
 def add_commands(actions: Any) -> None:
     """``topics produce`` and ``topics consume`` on ``onceflow topics``'s command registry."""
     p = add_command(actions, "produce", "produce stdin's lines as records (kafka-console-producer, rpk topic produce)", _produce)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to write to")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to write to")
     keys = p.add_mutually_exclusive_group()
-    keys.add_argument("-k", "--key", metavar="KEY", help="the key of every record (default: none)")
-    keys.add_argument("--key-separator", metavar="SEP",
+    keys.add_argument("-k", "--key", type=text_value, metavar="KEY", help="the key of every record (default: none)")
+    keys.add_argument("--key-separator", type=text_value, metavar="SEP",
                       help=r"each line is KEY SEP VALUE (split at the first SEP; '\t' is a tab)")
-    p.add_argument("-H", "--header", dest="headers", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("-H", "--header", dest="headers", type=header, action="append", default=[], metavar="KEY=VALUE",
                    help="a header of every record, repeatable")
-    p.add_argument("--header-separator", metavar="SEP",
+    p.add_argument("--header-separator", type=text_value, metavar="SEP",
                    help="each line starts with its headers, k=v,k=v, then SEP (before the key, if any)")
     p.add_argument("-p", "--partition", type=non_negative_int, metavar="N",
                    help="every record to partition N (default: by key as the Java client does; any partition for no key)")
     p.add_argument("--acks", choices=["all", "-1", "1", "0"], default="all",
                    help="all (default, idempotent): every in-sync replica has it; 1: the leader has it; 0: no acknowledgement")
-    p.add_argument("--transactional-id", metavar="ID",
+    p.add_argument("--transactional-id", type=name_text, metavar="ID",
                    help="all of stdin in one transaction, committed at its end; aborted on a failure or Ctrl-C")
     p.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="(default none)")
 
     p = add_command(actions, "consume", "print a topic's records (kafka-console-consumer, kcat -C, rpk topic consume)", _consume)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to read")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to read")
     where = p.add_mutually_exclusive_group()
     where.add_argument("-o", "--offset", type=start_offset, metavar="OFFSET",
                        help="where to start: start, end (default), an offset N, or -N (N records before the end); per partition")
@@ -748,7 +790,7 @@ def add_commands(actions: Any) -> None:
                        help="start at the first record at or after TIME (ISO-8601, e.g. 2026-11-27T15:30:00Z, or epoch ms)")
     p.add_argument("-p", "--partition", dest="partitions", type=non_negative_int, action="append", default=[], metavar="N",
                    help="only partition N, repeatable (default: all)")
-    p.add_argument("-g", "--group", metavar="GROUP",
+    p.add_argument("-g", "--group", type=name_text, metavar="GROUP",
                    help="consume as a member of GROUP, from its committed offsets, committing what was printed "
                         "(default: no group, nothing committed)")
     p.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"], default="read_uncommitted",
@@ -777,9 +819,15 @@ def _produce(args: argparse.Namespace) -> dict[str, Any] | None:
     )
     stdin = sys.stdin.buffer
     progress = Progress("produced", _is_terminal(sys.stderr) and not _is_terminal(sys.stdin))
-    done = produce(args.bootstrap_servers, args.topic, lines(stdin), line_format=line_format, partition=args.partition,
-                   acks="all" if args.acks == "-1" else args.acks, transactional_id=args.transactional_id,
-                   compression=args.compression, timeout=args.timeout, client=args.client, progress=progress)
+    try:
+        done = produce(args.bootstrap_servers, args.topic, lines(stdin), line_format=line_format, partition=args.partition,
+                       acks="all" if args.acks == "-1" else args.acks, transactional_id=args.transactional_id,
+                       compression=args.compression, timeout=args.timeout, client=args.client, progress=progress)
+    except (ProduceFailed, ProduceInterrupted) as exc:
+        if args.json:  # what landed, for a script, before the one line
+            sys.stdout.write(to_json(exc.summary))
+            sys.stdout.flush()
+        raise
     if args.json:
         return done
     print(summary_line(done), file=sys.stderr)
