@@ -51,7 +51,7 @@ def test_topics_create_list_describe_delete(broker_process: BrokerProcess) -> No
     out = cli(bs, "topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=60000",
               "--config", "cleanup.policy=compact").stdout
     lines = out.splitlines()
-    assert (lines[0].split(), lines[2:4], lines[5:7]) == (["Topic:", "orders"], ["Partitions:         3", "Replication factor: 1"],
+    assert (lines[0].split(), lines[2:4], lines[5:7]) == (["Topic:", "orders"], ["Partition count:    3", "Replication factor: 1"],
                                                           ["Configs:", "NAME            VALUE    SOURCE"]), out
     assert_one_line_error(cli(bs, "topics", "create", "orders", check=False), "TOPIC_ALREADY_EXISTS")
     cli(bs, "topics", "create", "plain")  # the broker's default partition count
@@ -61,11 +61,11 @@ def test_topics_create_list_describe_delete(broker_process: BrokerProcess) -> No
     committer.close()
 
     table = cli(bs, "topics", "list").stdout.splitlines()
-    assert table[0].split() == ["TOPIC", "PARTITIONS", "INTERNAL"]
+    assert table[0].split() == ["TOPIC", "PARTITION-COUNT", "INTERNAL"]
     assert [line.split() for line in table[1:]] == [["orders", "3", "no"], ["plain", "1", "no"]]
     listed = cli_json(bs, "topics", "list")
-    assert listed == [{"topic": "orders", "partitions": 3, "internal": False},
-                      {"topic": "plain", "partitions": 1, "internal": False}]
+    assert listed == [{"topic": "orders", "partition_count": 3, "internal": False},
+                      {"topic": "plain", "partition_count": 1, "internal": False}]
     everything = {row["topic"]: row for row in cli_json(bs, "topics", "list", "--all")}
     assert everything["__consumer_offsets"]["internal"] is True
     assert everything["orders"] == listed[0]

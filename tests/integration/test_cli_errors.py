@@ -138,7 +138,7 @@ def test_the_cluster_comes_from_the_environment_when_not_given(onceflow: Run, bo
     monkeypatch.setenv("ONCEFLOW_BOOTSTRAP_SERVERS", bootstrap)
     status, out, err = onceflow("topics", "list", "--json")
     assert status == 0, err
-    assert {"topic": "from-the-environment", "partitions": 1, "internal": False} in json.loads(out)
+    assert {"topic": "from-the-environment", "partition_count": 1, "internal": False} in json.loads(out)
     status, out, _ = onceflow("topics", "list", "--help")
     assert "$ONCEFLOW_BOOTSTRAP_SERVERS" in " ".join(out.split()) and bootstrap in out
     status, out, err = onceflow("topics", "list", "--bootstrap-servers", "127.0.0.1:1")  # the option wins

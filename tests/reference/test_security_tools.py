@@ -135,7 +135,8 @@ def test_a_scram_user_reaches_the_secured_listener_with_kafkas_client_settings(c
     config = command_config(tmp_path, cluster, "alice", SECRET)
 
     created = ok(cluster.secured, "topics", "create", "alice-orders", "--command-config", str(config))
-    assert created[0]["topic"] == "alice-orders"
+    assert (created["topic"], created["partition_count"], created["configs"]) == ("alice-orders", 1, None), \
+        "created; its configs are not alice's to read (no DescribeConfigs ACL)"
     assert [r["topic"] for r in ok(cluster.secured, "topics", "list", "--command-config", str(config))] == ["alice-orders"]
     assert ok(cluster.secured, "txn", "list", "--command-config", str(config)) == []  # kafka-python, the same settings
     # The same through -X alone, in librdkafka's names.

@@ -8,6 +8,7 @@ and kafka-python only, which is the claim under test."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -65,12 +66,14 @@ def test_reset_offsets_and_delete_a_group(onceflow: Run, unique: Callable[[str],
     onceflow("topics", "produce", topic, "-p", "1", stdin=b"x\ny\n")
     assert len(onceflow("topics", "consume", topic, "-g", group, "-o", "start", "-e")[0].splitlines()) == 12
 
-    assert onceflow.json("groups", "reset-offsets", group, "--topic", topic, "--shift-by", "-4") == {
+    out, warned = onceflow("groups", "reset-offsets", group, "--topic", topic, "--topic", f"{topic}:1", "--shift-by", "-4", "--json")
+    assert json.loads(out) == {
         "group": group, "executed": False, "offsets": [
-            {"topic": topic, "partition": 0, "current_offset": 10, "new_offset": 6},
-            {"topic": topic, "partition": 1, "current_offset": 2, "new_offset": 0}]}
+            {"topic": topic, "partition": 0, "committed_offset": 10, "new_offset": 6},
+            {"topic": topic, "partition": 1, "committed_offset": 2, "new_offset": 0}]}, "each partition once"
+    assert warned == f"New offset (-2) is lower than earliest offset for topic partition {topic}-1. Value will be set to 0\n"
     assert onceflow.json("groups", "reset-offsets", group, "--topic", f"{topic}:0", "--to-offset", "3", "--execute")["offsets"] == [
-        {"topic": topic, "partition": 0, "current_offset": 10, "new_offset": 3}]
+        {"topic": topic, "partition": 0, "committed_offset": 10, "new_offset": 3}]
     described = onceflow.json("groups", "describe", group)
     assert (described["state"], [(o["partition"], o["committed_offset"], o["lag"]) for o in described["offsets"]]) == (
         "Empty", [(0, 3, 7), (1, 2, 0)])
@@ -87,7 +90,7 @@ def test_reset_offsets_and_delete_a_group(onceflow: Run, unique: Callable[[str],
         assert onceflow.fails("groups", "delete", group).startswith(f"onceflow groups delete: group '{group}': NON_EMPTY_GROUP (code 68)")
     finally:
         member.close()
-    assert onceflow.json("groups", "delete", group) == [{"group": group, "deleted": True}]
+    assert onceflow.json("groups", "delete", group, group) == [{"group": group, "deleted": True}], "named twice, deleted once"
     assert onceflow.fails("groups", "delete", group).startswith(f"onceflow groups delete: group '{group}': GROUP_ID_NOT_FOUND (code 69)")
 
 
@@ -101,7 +104,7 @@ def test_topic_configs_partitions_and_cluster_info(onceflow: Run, unique: Callab
         return {c["name"]: (c["value"], c["source"]) for c in listed if c["name"] != "min.insync.replicas"}
 
     created = onceflow.json("topics", "create", "--config", "retention.ms=60000", "--config", "cleanup.policy=compact", topic)
-    assert (created["partitions"], created["replication_factor"]) == (1, 1)
+    assert (created["partition_count"], created["replication_factor"]) == (1, 1)
     assert configs(created) == configs(onceflow.json("topics", "describe", topic)) == {
         "retention.ms": ("60000", "DYNAMIC_TOPIC_CONFIG"), "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG")}
     assert len(created["topic_id"]) == 22 and not set(created["topic_id"]) & set("+/="), "Kafka's Uuid.toString"
@@ -110,12 +113,25 @@ def test_topic_configs_partitions_and_cluster_info(onceflow: Run, unique: Callab
     assert configs(onceflow.json("topics", "describe", topic)) == {"retention.ms": ("1000", "DYNAMIC_TOPIC_CONFIG")}
     assert onceflow.fails("topics", "alter-config", unique("absent"), "--set", "retention.ms=1").endswith(
         "UNKNOWN_TOPIC_OR_PARTITION (code 3): the topic does not exist")
+    # DescribeConfigs lists every topic config, defaults too: a default one can be deleted, an unknown one cannot.
+    onceflow("topics", "alter-config", topic, "--delete", "segment.ms")
+    assert onceflow.fails("topics", "alter-config", topic, "--set", "retention.ms=5", "--delete", "nosuch.config") == (
+        "onceflow topics alter-config: Invalid config(s): nosuch.config")
+    assert configs(onceflow.json("topics", "describe", topic)) == {"retention.ms": ("1000", "DYNAMIC_TOPIC_CONFIG")}, "nothing set"
 
-    assert onceflow.json("topics", "add-partitions", topic, "--partitions", "3") == [
-        {"topic": topic, "partitions_before": 1, "partitions": 3}]
+    grown = onceflow.json("topics", "add-partitions", topic, "--partitions", "3")
+    assert grown == {"topic": topic, "topic_id": created["topic_id"], "partition_count_before": 1, "partition_count": 3,
+                     "replication_factor": 1, "configs": grown["configs"]} and configs(grown) == {
+        "retention.ms": ("1000", "DYNAMIC_TOPIC_CONFIG")}, "create's shape"
     assert [p["partition"] for p in onceflow.json("topics", "describe", topic)["partitions"]] == [0, 1, 2]
     assert onceflow.fails("topics", "add-partitions", topic, "--partitions", "2").startswith(
         f"onceflow topics add-partitions: topic '{topic}': INVALID_PARTITIONS (code 37)")
+    assert onceflow.fails("topics", "delete-records", topic, "0=0", "5=1") == (
+        f"onceflow topics delete-records: topic '{topic}' has no partition 5 (it has 3: 0 to 2)")
+    absent = unique("absent")
+    for command in (["delete", absent], ["delete-records", absent, "0=1"]):
+        assert onceflow.fails("topics", *command) == (
+            f"onceflow topics {command[0]}: topic '{absent}': UNKNOWN_TOPIC_OR_PARTITION (code 3): the topic does not exist")
 
     info = onceflow.json("cluster", "info")
     host, port = target.bootstrap_servers.split(":")

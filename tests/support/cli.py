@@ -7,11 +7,13 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from onceflow import cli
+from tests.support.broker import FAST_GROUPS, BrokerProcess
 
 #: ``--timeout`` of every command run here.
 TIMEOUT = "20"
@@ -46,3 +48,13 @@ class Run:
         out, err = self(*args, stdin=stdin, status=status)
         assert out == b"" and len(err.splitlines()) == 1 and "Traceback" not in err, err
         return err.strip()
+
+
+def module_broker(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[str]:
+    """The body of a module-scoped fixture: one broker process for the module's commands
+    (``yield from module_broker(tmp_path_factory, "cli-admin")``), its bootstrap address."""
+    proc = BrokerProcess(tmp_path_factory.mktemp(name) / "data", FAST_GROUPS).start()
+    try:
+        yield proc.bootstrap_servers
+    finally:
+        proc.stop()

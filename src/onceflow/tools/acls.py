@@ -20,6 +20,11 @@ Pattern types default as in ``kafka-acls.sh``: ``literal`` for ``add`` and
 literal or prefixed; ``match`` adds the ones that apply to them through a
 wildcard or a prefix).  ``add`` checks each operation against its resource
 type, as ``kafka-acls.sh`` does (a group cannot be written).
+
+Resource names, principals and hosts are non-empty UTF-8, checked by the
+parser (``cliargs.name``): librdkafka crashes on text that is not.  A
+resource name is not held to Kafka's topic names: ``*`` and prefixes are
+names here.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
+from ..cliargs import name as non_empty
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import DEFAULT_TIMEOUT_S, UsageError, add_command, add_family, confluent_admin, wait
 
@@ -65,10 +71,10 @@ def _camel(name: str) -> str:
 
 
 def _principal(text: str) -> str:
-    kind, sep, name = text.partition(":")
-    if not sep or not kind.strip() or not name.strip():
+    kind, sep, who = non_empty(text).partition(":")
+    if not sep or not kind.strip() or not who.strip():
         raise argparse.ArgumentTypeError(f"expected a principal such as User:alice, got {text!r}")
-    return f"{kind.strip()}:{name.strip()}"
+    return f"{kind.strip()}:{who.strip()}"
 
 
 # -- resources and entries --------------------------------------------------------------
@@ -198,9 +204,9 @@ def remove_acls(bootstrap: str, resource_list: list[tuple[str, str]] | None = No
 
 
 def _resource_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="a topic ('*': every topic), repeatable")
-    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="a consumer group ('*': every group), repeatable")
-    p.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+    p.add_argument("--topic", type=non_empty, action="append", default=[], metavar="TOPIC", help="a topic ('*': every topic), repeatable")
+    p.add_argument("--group", type=non_empty, action="append", default=[], metavar="GROUP", help="a consumer group ('*': every group), repeatable")
+    p.add_argument("--transactional-id", type=non_empty, action="append", default=[], metavar="ID",
                    help="a transactional id ('*': every one), repeatable")
     p.add_argument("--cluster", action="store_true", help="the cluster resource (kafka-cluster)")
     p.add_argument("--operation", action="append", type=operation_name, default=[], metavar="OP",
@@ -213,9 +219,9 @@ def _entry_options(p: argparse.ArgumentParser) -> None:
                    help="a principal allowed (User:alice), repeatable")
     p.add_argument("--deny-principal", action="append", type=_principal, default=[], metavar="PRINCIPAL",
                    help="a principal denied, repeatable")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+    p.add_argument("--allow-host", type=non_empty, action="append", default=[], metavar="HOST",
                    help="a host the allowed principals may come from (default *), repeatable")
-    p.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+    p.add_argument("--deny-host", type=non_empty, action="append", default=[], metavar="HOST",
                    help="a host the denied principals are denied from (default *), repeatable")
 
 

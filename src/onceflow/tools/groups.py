@@ -11,24 +11,35 @@ and an unsubscribed Consumer for the high watermarks the lag is computed from (L
 * ``--topic T`` resets every partition of T, ``--topic T:0,2`` those partitions,
   ``--all-topics`` every partition the group has an offset for;
 * ``--to-offset`` and ``--shift-by`` are kept within each partition's earliest and latest offsets
-  (Kafka's checkOffsetsRange); ``--to-datetime`` is the first offset at or after the time
+  (Kafka's checkOffsetsRange), with its warning on stderr for each offset moved ("New offset (N) is
+  higher than latest offset for topic partition T-P. Value will be set to M", or lower than
+  earliest); ``--to-datetime`` is the first offset at or after the time
   (ListOffsets by time, KIP-79), the latest where there is none; ``--shift-by`` needs a committed
   offset to shift;
-* it is a dry run, printing the plan (current and new offset per partition), unless
-  ``--execute`` is given; then the new offsets are committed at once (OffsetCommit).
+* a partition named twice (``--topic T --topic T:0``) is reset once;
+* it is a dry run, printing the plan (committed and new offset per partition, ``committed_offset``
+  as in ``describe``), unless ``--execute`` is given; then the new offsets are committed at once
+  (OffsetCommit).
 
 ``delete`` deletes groups (DeleteGroups): only a group with no members can be, and its committed
-offsets go with it.
+offsets go with it.  A group named twice is deleted once (the broker refuses a request that
+names one twice: "Duplicate groups not allowed").
+
+GROUP arguments are non-empty UTF-8 (``cliargs.name``) and topics Kafka's legal names
+(``cliargs.topic_name``), checked by the parser: librdkafka crashes on text that is not UTF-8.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..cliargs import non_negative_int, timestamp_ms
+from ..cliargs import integer, non_negative_int, timestamp_ms, topic_name
+from ..cliargs import name as group_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import (
     DEFAULT_TIMEOUT_S,
@@ -147,11 +158,17 @@ class ResetTo:
     value: int = 0
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def reset_offsets(bootstrap: str, group: str, to: ResetTo, *, topics: list[tuple[str, list[int] | None]] | None = None,
-                  execute: bool = False, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
-    """The plan of a reset (and, with ``execute``, its commit): per partition the current committed
-    offset and the new one.  ``topics``: (topic, partitions or None for all of them); None: every
-    partition the group has an offset for (--all-topics)."""
+                  execute: bool = False, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS,
+                  warn: Callable[[str], None] = _stderr) -> dict[str, Any]:
+    """The plan of a reset (and, with ``execute``, its commit): per partition the committed offset
+    and the new one.  ``topics``: (topic, partitions or None for all of them); None: every
+    partition the group has an offset for (--all-topics).  An offset moved into the partition's
+    range is told to ``warn`` in kafka-consumer-groups' words (default: a line on stderr)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     admin = confluent_admin(bootstrap, client)
@@ -171,6 +188,7 @@ def reset_offsets(bootstrap: str, group: str, to: ResetTo, *, topics: list[tuple
             for p in wanted or ():
                 check_partition(topic, p, ids)
             chosen += [(topic, p) for p in (sorted(set(wanted)) if wanted else ids)]
+        chosen = list(dict.fromkeys(chosen))  # --topic T --topic T:0 names T-0 twice
     if to.how == "shift":
         for topic, p in chosen:
             if (topic, p) not in current:
@@ -188,9 +206,8 @@ def reset_offsets(bootstrap: str, group: str, to: ResetTo, *, topics: list[tuple
         elif to.how == "datetime":
             new = found[tp] if found[tp] >= 0 else high
         else:
-            wanted_offset = current[tp] + to.value if to.how == "shift" else to.value
-            new = min(max(wanted_offset, low), high)  # Kafka's checkOffsetsRange
-        rows.append({"topic": tp[0], "partition": tp[1], "current_offset": current.get(tp), "new_offset": new})
+            new = _in_range(tp, current[tp] + to.value if to.how == "shift" else to.value, low, high, warn)
+        rows.append({"topic": tp[0], "partition": tp[1], "committed_offset": current.get(tp), "new_offset": new})
     if execute and rows:
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(r["topic"], r["partition"], r["new_offset"]) for r in rows])
         done = wait(admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group], timeout,
@@ -199,6 +216,18 @@ def reset_offsets(bootstrap: str, group: str, to: ResetTo, *, topics: list[tuple
         if failed:
             raise ToolError("; ".join(failed))
     return {"group": group, "executed": execute, "offsets": rows}
+
+
+def _in_range(tp: tuple[str, int], offset: int, low: int, high: int, warn: Callable[[str], None]) -> int:
+    """``offset`` kept within ``low`` and ``high``, as kafka-consumer-groups' checkOffsetsRange keeps it,
+    with its warning when it moves."""
+    if offset > high:
+        warn(f"New offset ({offset}) is higher than latest offset for topic partition {tp[0]}-{tp[1]}. Value will be set to {high}")
+        return high
+    if offset < low:
+        warn(f"New offset ({offset}) is lower than earliest offset for topic partition {tp[0]}-{tp[1]}. Value will be set to {low}")
+        return low
+    return offset
 
 
 def _list_offsets(admin: Any, partitions: list[tuple[str, int]], spec_of: str | int, timeout: float) -> dict[tuple[str, int], int]:
@@ -218,9 +247,11 @@ def _list_offsets(admin: Any, partitions: list[tuple[str, int]], spec_of: str | 
 def delete_groups(bootstrap: str, groups: list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
                   client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """Delete the groups (DeleteGroups), with their committed offsets.  If any cannot be (it has
-    members, or does not exist), a ToolError names each, and those deleted."""
+    members, or does not exist), a ToolError names each, and those deleted.  A group named twice is
+    deleted once."""
     from confluent_kafka import KafkaException
 
+    groups = list(dict.fromkeys(groups))  # the broker refuses the whole request otherwise ("Duplicate groups not allowed")
     admin = confluent_admin(bootstrap, client)
     futures = admin.delete_consumer_groups(groups, request_timeout=timeout)
     deleted, failed = [], []
@@ -242,12 +273,11 @@ def delete_groups(bootstrap: str, groups: list[str], *, timeout: float = DEFAULT
 def topic_partitions(text: str) -> tuple[str, list[int] | None]:
     """argparse type of ``--topic``: ``T`` (every partition) or ``T:0,2`` (those), as kafka-consumer-groups takes it."""
     topic, sep, partitions = text.rpartition(":") if ":" in text else (text, "", "")
-    if not topic.strip():
-        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:PARTITION,PARTITION..., got {text!r}")
+    topic = topic_name(topic.strip())
     if not sep:
-        return topic.strip(), None
+        return topic, None
     try:
-        return topic.strip(), [non_negative_int(p) for p in partitions.split(",")]
+        return topic, [non_negative_int(p) for p in partitions.split(",")]
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected TOPIC:PARTITION,PARTITION... (partition ids), got {text!r}") from None
 
@@ -260,11 +290,11 @@ def fill(parser: argparse.ArgumentParser) -> None:
     actions = add_family(parser)
     add_command(actions, "list", "consumer groups and their states", _list, empty="no consumer groups")
     p = add_command(actions, "describe", "a group's members, assignments, committed offsets and lag", _describe)
-    p.add_argument("group", metavar="GROUP", help="the consumer group to describe")
+    p.add_argument("group", type=group_name, metavar="GROUP", help="the consumer group to describe")
 
     p = add_command(actions, "reset-offsets", "plan (default) or --execute a reset of an inactive group's offsets "
                     "(kafka-consumer-groups --reset-offsets)", _reset_offsets)
-    p.add_argument("group", metavar="GROUP", help="the consumer group whose offsets to reset")
+    p.add_argument("group", type=group_name, metavar="GROUP", help="the consumer group whose offsets to reset")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--topic", dest="topics", type=topic_partitions, action="append", metavar="TOPIC[:P,P...]",
                        help="a topic (all its partitions) or some of its partitions, repeatable")
@@ -283,7 +313,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
 
     p = add_command(actions, "delete", "delete consumer groups that have no members, with their offsets (DeleteGroups)", _delete)
-    p.add_argument("groups", nargs="+", metavar="GROUP", help="the consumer groups to delete (they must have no members)")
+    p.add_argument("groups", type=group_name, nargs="+", metavar="GROUP", help="the consumer groups to delete (they must have no members)")
 
 
 def _list(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -303,10 +333,7 @@ def _to_datetime(text: str) -> ResetTo:
 
 
 def _shift_by(text: str) -> ResetTo:
-    try:
-        return ResetTo("shift", int(text.strip().replace("_", "")))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number (negative to move back), got {text!r}") from None
+    return ResetTo("shift", integer(text))
 
 
 def _reset_offsets(args: argparse.Namespace) -> dict[str, Any]:

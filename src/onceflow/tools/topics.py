@@ -16,8 +16,19 @@ Kafka.  What they print follows Kafka's tools where those print a fact:
 * ``offsets`` gives each partition's earliest and latest offset and, with ``--timestamp``, the
   first offset whose record's timestamp is at or after that time (KIP-79; ``-`` when there is
   none), as ``kafka-get-offsets --time`` does.
+* ``alter-config --delete NAME`` refuses a name the topic's DescribeConfigs does not list (it
+  lists every topic config, defaults too) before anything changes, in kafka-configs' words
+  (``Invalid config(s): NAME``; ConfigCommand.alterConfig): the broker would take the deletion
+  of a config that does not exist and do nothing.
 
-A topic that does not exist reads the same from every command (``common.missing_topic``).
+A partition's count is ``partition_count`` in every command's JSON (kafka-topics' PartitionCount);
+``partitions`` is only ``describe``'s list of partition rows.  ``create`` and ``add-partitions``
+answer with the same object: what the topic now is.
+
+Names are checked by the parser: a TOPIC as Kafka allows it (``cliargs.topic_name``), config names
+and values as UTF-8 (librdkafka crashes on text that is not).  A topic that does not exist reads
+the same from every command (``common.missing_topic``), found before any change is asked for; a
+partition the topic does not have says how many it has (``records.check_partition``).
 """
 
 from __future__ import annotations
@@ -27,7 +38,8 @@ import base64
 import concurrent.futures
 from typing import Any
 
-from ..cliargs import non_negative_int, positive_int, timestamp_ms
+from ..cliargs import name as config_name
+from ..cliargs import non_negative_int, partition_count, text_value, timestamp_ms, topic_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from . import records
 from .common import (
@@ -44,6 +56,8 @@ from .common import (
     watermark_consumer,
 )
 
+#: The highest replication factor librdkafka's NewTopic takes.
+MAX_REPLICATION_FACTOR = 10_000
 #: The error codes that mean "no such topic" (by name, or by id: KIP-516).
 _NO_SUCH_TOPIC = {"UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID"}
 
@@ -111,7 +125,7 @@ def list_topics(bootstrap: str, *, include_internal: bool = False, timeout: floa
         is_internal = internal.get(name, name.startswith("__"))
         if is_internal and not include_internal:
             continue
-        rows.append({"topic": name, "partitions": len(metadata.topics[name].partitions), "internal": is_internal})
+        rows.append({"topic": name, "partition_count": len(metadata.topics[name].partitions), "internal": is_internal})
     return rows
 
 
@@ -157,9 +171,7 @@ def describe_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEO
 def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, replication_factor: int | None = None,
                  config: dict[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
     """Create the topic (partition count and replication factor default to the broker's); what it
-    then is: id, partition count, replication factor, and its non-default configs in ``describe``'s
-    shape (name, value, source)."""
-    from confluent_kafka import TopicCollection
+    then is (``_topic_summary``)."""
     from confluent_kafka.admin import NewTopic
 
     admin = confluent_admin(bootstrap, client)
@@ -167,20 +179,38 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int | None = None, r
                    replication_factor=-1 if replication_factor is None else replication_factor, config=dict(config or {}))
     futures = admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout)
     wait(futures[topic], timeout, f"topic {topic!r}")
-    created = topic_wait(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic], timeout, topic)
+    return _topic_summary(admin, topic, timeout)
+
+
+def _topic_summary(admin: Any, topic: str, timeout: float) -> dict[str, Any]:
+    """What ``create`` and ``add-partitions`` answer: the topic's id, partition count, replication
+    factor and non-default configs (``describe``'s shape: name, value, source).  The configs are
+    None when the principal may change the topic but not read its configs (no DescribeConfigs
+    ACL): the change is made, and not reported as a failure."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    described = topic_wait(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic], timeout, topic)
+    try:
+        configs: list[dict[str, Any]] | None = non_default_configs(admin, topic, timeout)
+    except ToolError as exc:
+        cause = exc.__cause__
+        error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+        if error is None or error.name() != "TOPIC_AUTHORIZATION_FAILED":
+            raise
+        configs = None
     return {
         "topic": topic,
-        "topic_id": topic_id_text(created.topic_id),
-        "partitions": len(created.partitions),
-        "replication_factor": len(created.partitions[0].replicas) if created.partitions else replication_factor,
-        "configs": non_default_configs(admin, topic, timeout),
+        "topic_id": topic_id_text(described.topic_id),
+        "partition_count": len(described.partitions),
+        "replication_factor": len(described.partitions[0].replicas) if described.partitions else None,
+        "configs": configs,
     }
 
 
 def delete_topic(bootstrap: str, topic: str, *, timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     admin = confluent_admin(bootstrap, client)
     futures = admin.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
-    wait(futures[topic], timeout, f"topic {topic!r}")
+    topic_wait(futures[topic], timeout, topic)
     return [{"topic": topic, "deleted": True}]
 
 
@@ -188,10 +218,15 @@ def delete_records(bootstrap: str, topic: str, offsets: dict[int, int], *,
                    timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """Move each partition's log start offset up to its offset (-1: the high watermark), as
     ``kafka-delete-records`` does; one row per partition with its new low watermark.  If any
-    partition fails, a ToolError names every one that did (the others have moved)."""
+    partition fails, a ToolError names every one that did (the others have moved).  A topic or
+    partition that does not exist is found first, before any record is deleted (DeleteRecords
+    would wait for a leader until the timeout: librdkafka's _NOENT "No leaders found")."""
     from confluent_kafka import KafkaException, TopicPartition
 
     admin = confluent_admin(bootstrap, client)
+    ids = partitions_of(admin, topic, timeout)
+    for partition in sorted(offsets):
+        records.check_partition(topic, partition, ids)
     futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
                                    request_timeout=timeout, operation_timeout=timeout)
     rows: list[dict[str, Any]] = []
@@ -213,7 +248,8 @@ def delete_records(bootstrap: str, topic: str, offsets: dict[int, int], *,
 def alter_config(bootstrap: str, topic: str, *, set_configs: dict[str, str] | None = None, delete: list[str] | None = None,
                  timeout: float = DEFAULT_TIMEOUT_S, client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
     """Set and delete (back to the default) topic configs in one incremental AlterConfigs (KIP-339):
-    every change or none.  One row per change."""
+    every change or none.  A name to delete that the topic does not have is refused first, as
+    kafka-configs refuses it.  One row per change."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     set_configs, delete = dict(set_configs or {}), list(delete or [])
@@ -223,8 +259,14 @@ def alter_config(bootstrap: str, topic: str, *, set_configs: dict[str, str] | No
         raise UsageError(f"{', '.join(both)}: both set and deleted")
     entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in set_configs.items()]
     entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in delete]
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
     admin = confluent_admin(bootstrap, client)
+    if delete:  # kafka-configs' check (ConfigCommand.alterConfig): only a config the topic has can be deleted
+        described = ConfigResource(ResourceType.TOPIC, topic)
+        known = topic_wait(admin.describe_configs([described], request_timeout=timeout)[described], timeout, topic,
+                           f"the configs of topic {topic!r}")
+        if unknown := [name for name in delete if name not in known]:
+            raise ToolError(f"Invalid config(s): {','.join(unknown)}")
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
     topic_wait(admin.incremental_alter_configs([resource], request_timeout=timeout)[resource], timeout, topic,
                f"the configs of topic {topic!r}")
     return ([{"topic": topic, "config": name, "operation": "set", "value": value} for name, value in set_configs.items()]
@@ -232,17 +274,19 @@ def alter_config(bootstrap: str, topic: str, *, set_configs: dict[str, str] | No
 
 
 def add_partitions(bootstrap: str, topic: str, partitions: int, *, timeout: float = DEFAULT_TIMEOUT_S,
-                   client: ClientSettings = NO_SETTINGS) -> list[dict[str, Any]]:
+                   client: ClientSettings = NO_SETTINGS) -> dict[str, Any]:
     """Raise the topic's partition count to ``partitions`` (the new total, as kafka-topics --alter
     --partitions; CreatePartitions).  Existing records stay where they are: keyed records
-    produced from now on may go to another partition than before (Kafka's caveat)."""
+    produced from now on may go to another partition than before (Kafka's caveat).  What the
+    topic then is, as ``create`` answers (``_topic_summary``), after the count it had before."""
     from confluent_kafka.admin import NewPartitions
 
     admin = confluent_admin(bootstrap, client)
     before = len(partitions_of(admin, topic, timeout))
     futures = admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=timeout, request_timeout=timeout)
     topic_wait(futures[topic], timeout, topic)
-    return [{"topic": topic, "partitions_before": before, "partitions": partitions}]
+    now = _topic_summary(admin, topic, timeout)
+    return {"topic": topic, "topic_id": now["topic_id"], "partition_count_before": before, **now}
 
 
 def offsets(bootstrap: str, topic: str, *, timestamp: int | None = None, timeout: float = DEFAULT_TIMEOUT_S,
@@ -278,6 +322,24 @@ def _partition_offset(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected PARTITION=OFFSET (a partition id, an offset or -1), got {text!r}") from None
 
 
+def _config_setting(text: str) -> tuple[str, str]:
+    """argparse type for a config ``NAME=VALUE``: a name and a value that are UTF-8 (librdkafka
+    crashes on text that is not)."""
+    key, value = key_value(text)
+    try:
+        return config_name(key), text_value(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE in UTF-8 text, got {text!r}") from None
+
+
+def _replication_factor(text: str) -> int:
+    """A replication factor: 1 to 10,000 (librdkafka's NewTopic limit; a broker refuses more than it has)."""
+    value = non_negative_int(text)
+    if not 1 <= value <= MAX_REPLICATION_FACTOR:
+        raise argparse.ArgumentTypeError(f"expected a replication factor from 1 to {MAX_REPLICATION_FACTOR:,}, got {text!r}")
+    return value
+
+
 def _source_name(source: Any) -> str:
     from confluent_kafka.admin import ConfigSource
 
@@ -298,40 +360,42 @@ def fill(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="include internal topics (__consumer_offsets, __transaction_state)")
 
     p = add_command(actions, "describe", "partitions (leader, replicas, ISR, watermarks) and non-default configs", _describe)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to describe")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to describe")
 
     p = add_command(actions, "create", "create a topic", _create)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to create")
-    p.add_argument("--partitions", type=positive_int, help="partition count (default: the broker's num.partitions)")
-    p.add_argument("--replication-factor", type=positive_int, help="(default: the broker's default.replication.factor)")
-    p.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to create")
+    p.add_argument("--partitions", type=partition_count, metavar="N",
+                   help="partition count, 1 to 100,000 (default: the broker's num.partitions)")
+    p.add_argument("--replication-factor", type=_replication_factor, metavar="N",
+                   help="(default: the broker's default.replication.factor)")
+    p.add_argument("--config", type=_config_setting, action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config, one per --config, repeatable")
 
     p = add_command(actions, "delete", "delete a topic", _delete)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to delete")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to delete")
 
     p = add_command(actions, "delete-records", "delete the records below an offset (the log start moves up)",
                     _delete_records)
-    p.add_argument("topic", metavar="TOPIC", help="the topic whose records to delete")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic whose records to delete")
     p.add_argument("offsets", type=_partition_offset, nargs="+", metavar="PARTITION=OFFSET",
                    help="delete what is below OFFSET in PARTITION (-1: everything up to the high watermark)")
 
     p = add_command(actions, "alter-config", "set or delete topic configs (incremental AlterConfigs, as kafka-configs --alter)",
                     _alter_config)
-    p.add_argument("topic", metavar="TOPIC", help="the topic whose configs to change")
-    p.add_argument("--set", dest="set_configs", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic whose configs to change")
+    p.add_argument("--set", dest="set_configs", type=_config_setting, action="append", default=[], metavar="KEY=VALUE",
                    help="set a config (kafka-configs --add-config), repeatable")
-    p.add_argument("--delete", action="append", default=[], metavar="KEY",
+    p.add_argument("--delete", type=config_name, action="append", default=[], metavar="KEY",
                    help="delete a config, back to the broker's default (kafka-configs --delete-config), repeatable")
 
     p = add_command(actions, "add-partitions", "raise a topic's partition count (CreatePartitions)", _add_partitions)
-    p.add_argument("topic", metavar="TOPIC", help="the topic to grow")
-    p.add_argument("--partitions", type=positive_int, required=True, metavar="N",
-                   help="the new total partition count (as kafka-topics --alter --partitions)")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic to grow")
+    p.add_argument("--partitions", type=partition_count, required=True, metavar="N",
+                   help="the new total partition count, at most 100,000 (as kafka-topics --alter --partitions)")
 
     p = add_command(actions, "offsets", "each partition's earliest and latest offsets, and the offset for a time (ListOffsets)",
                     _offsets)
-    p.add_argument("topic", metavar="TOPIC", help="the topic whose offsets to list")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic whose offsets to list")
     p.add_argument("--timestamp", type=timestamp_ms, metavar="TIME",
                    help="also the first offset at or after TIME (ISO-8601, e.g. 2026-11-27T15:30:00Z, or epoch milliseconds)")
 
@@ -364,7 +428,7 @@ def _alter_config(args: argparse.Namespace) -> list[dict[str, Any]]:
                         timeout=args.timeout, client=args.client)
 
 
-def _add_partitions(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _add_partitions(args: argparse.Namespace) -> dict[str, Any]:
     return add_partitions(args.bootstrap_servers, args.topic, args.partitions, timeout=args.timeout, client=args.client)
 
 

@@ -34,7 +34,10 @@ Kafka has not implemented; without it the duration of a completed
 transaction cannot be known (KIP-994's tool prints -1): here it is none.
 
 A missing topic is named as every tool names it (``common.missing_topic``);
-a partition the topic does not have says how many it has.
+a partition the topic does not have says how many it has.  The parser checks
+topics against Kafka's legal names (``cliargs.topic_name``) and a
+transactional id as non-empty UTF-8 (``cliargs.name``), before kafka-python
+is asked to send them.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..cliargs import non_negative_int, positive_int
+from ..cliargs import name as transactional_id_name
+from ..cliargs import non_negative_int, positive_int, topic_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from ..clienterrors import kafka_error_text
 from .common import DEFAULT_TIMEOUT_S, ToolError, add_command, add_family, error_line, iso_ms, kafka_python_admin, missing_topic
@@ -314,7 +318,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
                    help="only transactions running longer than this (ListTransactions v1)")
 
     p = add_command(actions, "describe", "a transactional id's state at its coordinator (DescribeTransactions)", _describe)
-    p.add_argument("transactional_id", metavar="TRANSACTIONAL_ID", help="the producer's transactional.id")
+    p.add_argument("transactional_id", type=transactional_id_name, metavar="TRANSACTIONAL_ID", help="the producer's transactional.id")
 
     p = add_command(actions, "producers", "active producers on a partition (DescribeProducers)", _producers,
                     empty="no active producers")
@@ -322,7 +326,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
     p = add_command(actions, "find-hanging", "open transactions no coordinator will complete (KIP-664)", _find_hanging,
                     empty="no hanging transactions")
-    p.add_argument("--topic", nargs="+", action="extend", default=[], metavar="T",
+    p.add_argument("--topic", type=topic_name, nargs="+", action="extend", default=[], metavar="T",
                    help="only these topics, repeatable (default: every topic, internal ones included)")
     p.add_argument("--max-transaction-timeout-ms", type=positive_int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, metavar="MS",
                    help=f"the cluster's transaction.max.timeout.ms (default {DEFAULT_MAX_TRANSACTION_TIMEOUT_MS})")
@@ -334,7 +338,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
 
 def _partition_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("topic", metavar="TOPIC", help="the topic")
+    p.add_argument("topic", type=topic_name, metavar="TOPIC", help="the topic")
     p.add_argument("partition", type=non_negative_int, metavar="PARTITION", help="the partition number")
 
 

@@ -19,6 +19,10 @@ never stored, and this tool never prints it.
 * ``remove``: AlterUserScramCredentials with a deletion per mechanism:
   the one given, or every one the user has.
 
+User names are non-empty UTF-8 and ``--password`` UTF-8 text, checked by
+the parser (``cliargs``); a password read from standard input is checked
+the same way before it is sent: librdkafka crashes on text that is not.
+
 The iteration count defaults to 4096, ``kafka-configs.sh``'s default and
 Kafka's minimum; brokers refuse fewer than 4096 and more than 16384.
 """
@@ -30,6 +34,7 @@ import getpass
 import sys
 from typing import Any
 
+from ..cliargs import name as user_name
 from ..cliargs import positive_int
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, add_family, confluent_admin, wait
@@ -45,6 +50,15 @@ def _mechanism(text: str) -> str:
     if folded not in MECHANISMS:
         raise argparse.ArgumentTypeError(f"expected {' or '.join(MECHANISMS)}, got {text!r}")
     return folded
+
+
+def _password(text: str) -> str:
+    """argparse type of ``--password``: UTF-8 text; refused without being repeated (it is a secret)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("expected UTF-8 text (the password is not shown)") from None
+    return text
 
 
 def _confluent_mechanism(name: str) -> Any:
@@ -83,8 +97,12 @@ def add_user(bootstrap: str, user: str, password: str, *, mechanism: str = "SCRA
         raise UsageError("the password is empty")
     if not user:
         raise UsageError("the user name is empty")
+    try:
+        secret = password.encode()
+    except UnicodeEncodeError:
+        raise UsageError("the password is not UTF-8 text") from None
     upsertion = UserScramCredentialUpsertion(user, ScramCredentialInfo(_confluent_mechanism(mechanism), iterations),
-                                             password.encode())
+                                             secret)
     admin = confluent_admin(bootstrap, client)
     futures = admin.alter_user_scram_credentials([upsertion], request_timeout=timeout)
     wait(futures[user], timeout, f"user {user!r}")
@@ -133,7 +151,10 @@ def read_password(stdin: Any = None) -> str:
         if getpass.getpass("Password again: ") != first:
             raise UsageError("the two passwords differ")
         return first
-    line: str = stream.readline()
+    try:
+        line: str = stream.readline()
+    except UnicodeDecodeError:
+        raise UsageError("the password is not UTF-8 text") from None
     return line.removesuffix("\n").removesuffix("\r")
 
 
@@ -146,22 +167,22 @@ def fill(parser: argparse.ArgumentParser) -> None:
 
     p = add_command(actions, "list", "SCRAM users and their mechanisms (DescribeUserScramCredentials)", _list,
                     empty="no SCRAM users")
-    p.add_argument("users", nargs="*", metavar="USER", help="only these users (default: every one)")
+    p.add_argument("users", type=user_name, nargs="*", metavar="USER", help="only these users (default: every one)")
 
     p = add_command(actions, "add", "create a SCRAM user, or change its password (AlterUserScramCredentials)", _add)
-    p.add_argument("user", metavar="USER", help="the user name (its principal is User:USER)")
+    p.add_argument("user", type=user_name, metavar="USER", help="the user name (its principal is User:USER)")
     p.add_argument("--mechanism", type=_mechanism, default="SCRAM-SHA-256",
                    help="SCRAM-SHA-256 (default) or SCRAM-SHA-512")
     p.add_argument("--iterations", type=positive_int, default=DEFAULT_ITERATIONS,
                    help=f"PBKDF2 iterations, {MIN_ITERATIONS} to {MAX_ITERATIONS} (default {DEFAULT_ITERATIONS}, as kafka-configs.sh)")
     given = p.add_mutually_exclusive_group(required=True)
-    given.add_argument("--password", help="the password (visible to anyone who can list this machine's processes; "
+    given.add_argument("--password", type=_password, help="the password (visible to anyone who can list this machine's processes; "
                                           "prefer --password-stdin)")
     given.add_argument("--password-stdin", action="store_true",
                        help="read the password from standard input: a prompt without echo on a terminal, else its first line")
 
     p = add_command(actions, "remove", "delete a SCRAM user's credentials (AlterUserScramCredentials)", _remove)
-    p.add_argument("user", metavar="USER", help="the user name")
+    p.add_argument("user", type=user_name, metavar="USER", help="the user name")
     p.add_argument("--mechanism", type=_mechanism, default=None,
                    help="only this mechanism's credential (default: every one the user has)")
 
