@@ -155,18 +155,18 @@ def test_reset_offsets_plans_executes_and_refuses_a_group_with_members(onceflow:
 
     plan = onceflow.json("groups", "reset-offsets", "rs", "--topic", "resets", "--shift-by", "-4")
     assert plan == {"group": "rs", "executed": False, "offsets": [
-        {"topic": "resets", "partition": 0, "current_offset": 10, "new_offset": 6},
-        {"topic": "resets", "partition": 1, "current_offset": 2, "new_offset": 0}]}, "kept within the earliest offset"
+        {"topic": "resets", "partition": 0, "committed_offset": 10, "new_offset": 6},
+        {"topic": "resets", "partition": 1, "committed_offset": 2, "new_offset": 0}]}, "kept within the earliest offset"
     assert [(o["partition"], o["committed_offset"]) for o in onceflow.json("groups", "describe", "rs")["offsets"]] == [(0, 10), (1, 2)], \
         "a dry run changes nothing"
     out, _ = onceflow("groups", "reset-offsets", "rs", "--topic", "resets:0", "--to-offset", "3", "--execute")
     assert out.decode().splitlines()[:2] == ["Group:    rs", "Executed: yes"]
     assert out.decode().splitlines()[-1].split() == ["resets", "0", "10", "3"]
     assert onceflow.json("groups", "reset-offsets", "rs", "--all-topics", "--to-latest")["offsets"] == [
-        {"topic": "resets", "partition": 0, "current_offset": 3, "new_offset": 10},
-        {"topic": "resets", "partition": 1, "current_offset": 2, "new_offset": 2}]
+        {"topic": "resets", "partition": 0, "committed_offset": 3, "new_offset": 10},
+        {"topic": "resets", "partition": 1, "committed_offset": 2, "new_offset": 2}]
     assert onceflow.json("groups", "reset-offsets", "rs", "--topic", "resets:1", "--to-datetime", "2000-01-01T00:00:00Z")["offsets"] \
-        == [{"topic": "resets", "partition": 1, "current_offset": 2, "new_offset": 0}]
+        == [{"topic": "resets", "partition": 1, "committed_offset": 2, "new_offset": 0}]
     assert onceflow.fails("groups", "reset-offsets", "fresh", "--topic", "resets", "--shift-by", "1") == \
         "onceflow groups reset-offsets: cannot shift the offset of resets-0: group 'fresh' has no committed offset there"
 
@@ -208,8 +208,8 @@ def test_alter_config_add_partitions_offsets_and_cluster_info(onceflow: Run, boo
     assert onceflow.json("topics", "describe", "shaped")["configs"] == [
         {"name": "retention.ms", "value": "1000", "source": "DYNAMIC_TOPIC_CONFIG"}]
 
-    assert onceflow.json("topics", "add-partitions", "shaped", "--partitions", "3") == [
-        {"topic": "shaped", "partitions_before": 1, "partitions": 3}]
+    grown = onceflow.json("topics", "add-partitions", "shaped", "--partitions", "3")
+    assert (grown["topic"], grown["partition_count_before"], grown["partition_count"]) == ("shaped", 1, 3)
     assert onceflow.fails("topics", "add-partitions", "shaped", "--partitions", "2").startswith(
         "onceflow topics add-partitions: topic 'shaped': INVALID_PARTITIONS (code 37)")
 
