@@ -52,6 +52,7 @@ def test_good_values_mean_what_they_say() -> None:
     (["topics", "list", "--timeout", "-1"], "onceflow topics list: argument --timeout: expected a timeout from 1ms to 1h"),
     (["broker", "--listen", "127.0.0.1:99999"], "onceflow broker: argument --listen: expected HOST:PORT"),
     (["--log-level", "bogus", "topics", "list"], "onceflow: argument --log-level: expected one of"),
+    (["txn", "list", "--state", "bogus"], "onceflow txn list: argument --state: unknown transaction state 'bogus'"),
 ])
 def test_a_usage_error_is_one_line_naming_the_command(argv: list[str], prefix: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:

@@ -239,10 +239,11 @@ def _value(state: Any) -> str:
 
 
 def _state_name(text: str) -> str:
+    """argparse type for ``--state``: one of Kafka's transaction states, any case, ``-``/``_`` ignored."""
     for name in STATES:
         if name.lower() == text.replace("-", "").replace("_", "").lower():
             return name
-    raise ToolError(f"unknown transaction state {text!r} (one of {', '.join(STATES)})")
+    raise argparse.ArgumentTypeError(f"unknown transaction state {text!r} (one of {', '.join(STATES)})")
 
 
 def _producer_row(p: Any) -> dict[str, Any]:
@@ -310,7 +311,7 @@ def fill(parser: argparse.ArgumentParser) -> None:
     actions = add_family(parser)
 
     p = add_command(actions, "list", "transactions known to the coordinators (ListTransactions)", _list, empty="no transactions")
-    p.add_argument("--state", nargs="+", action="extend", default=[], metavar="S",
+    p.add_argument("--state", type=_state_name, nargs="+", action="extend", default=[], metavar="S",
                    help=f"only these states, repeatable ({', '.join(STATES)})")
     p.add_argument("--producer-id", type=non_negative_int, nargs="+", action="extend", default=[], metavar="P",
                    help="only these producer ids, repeatable")
