@@ -20,6 +20,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 #: Log levels ``--log-level`` takes (Python's names; WARN as Kafka's tools spell it).
@@ -116,27 +117,30 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+def _expect(ok: bool, wanted: str, text: str) -> None:
+    """Refuse ``text`` unless ``ok``: ``expected WANTED, got 'TEXT'``."""
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+
+
 def positive_seconds(text: str) -> float:
     """A duration above zero (timeouts, run lengths)."""
     seconds = _seconds(text)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a duration above zero, got {text!r}")
+    _expect(seconds > 0, "a duration above zero", text)
     return seconds
 
 
 def timeout_seconds(text: str) -> float:
     """``--timeout``: a duration from 1 ms to an hour (the longest request timeout librdkafka takes)."""
     seconds = _seconds(text)
-    if not 0.001 <= seconds <= MAX_TIMEOUT_S:
-        raise argparse.ArgumentTypeError(f"expected a timeout from 1ms to 1h, got {text!r}")
+    _expect(0.001 <= seconds <= MAX_TIMEOUT_S, "a timeout from 1ms to 1h", text)
     return seconds
 
 
 def non_negative_seconds(text: str) -> float:
     """A duration of zero or more (delays, lingers)."""
     seconds = _seconds(text)
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"expected a duration of zero or more, got {text!r}")
+    _expect(seconds >= 0, "a duration of zero or more", text)
     return seconds
 
 
@@ -145,8 +149,7 @@ def _integer(text: str) -> int:
         value = int(text.strip().replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not -(2**63) <= value < 2**63:  # Kafka's offsets, counts and times are 64-bit at most
-        raise argparse.ArgumentTypeError(f"expected a whole number that fits in 64 bits, got {text!r}")
+    _expect(-(2**63) <= value < 2**63, "a whole number that fits in 64 bits", text)  # Kafka's offsets, counts, times
     return value
 
 
@@ -155,12 +158,19 @@ def integer(text: str) -> int:
     return _integer(text)
 
 
-def partition_count(text: str) -> int:
-    """A topic's partition count: 1 to ``MAX_PARTITIONS``."""
-    value = _integer(text)
-    if not 1 <= value <= MAX_PARTITIONS:
-        raise argparse.ArgumentTypeError(f"expected a partition count from 1 to {MAX_PARTITIONS:,}, got {text!r}")
-    return value
+def whole_number(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type for a whole number from ``low`` to ``high``, ``what`` naming it in a refusal."""
+    def parse(text: str) -> int:
+        value = _integer(text)
+        _expect(low <= value <= high, f"{what} from {low:,} to {high:,}", text)
+        return value
+
+    parse.__name__ = what.removeprefix("a ").replace(" ", "_")
+    return parse
+
+
+#: A topic's partition count: 1 to ``MAX_PARTITIONS``.
+partition_count = whole_number(1, MAX_PARTITIONS, "a partition count")
 
 
 def text_value(text: str) -> str:
@@ -192,16 +202,14 @@ def topic_name(text: str) -> str:
 def positive_int(text: str) -> int:
     """A count of one or more."""
     value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    _expect(value >= 1, "a whole number of 1 or more", text)
     return value
 
 
 def non_negative_int(text: str) -> int:
     """A count or offset of zero or more."""
     value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {text!r}")
+    _expect(value >= 0, "a whole number of 0 or more", text)
     return value
 
 

@@ -39,7 +39,7 @@ import concurrent.futures
 from typing import Any
 
 from ..cliargs import name as config_name
-from ..cliargs import non_negative_int, partition_count, text_value, timestamp_ms, topic_name
+from ..cliargs import non_negative_int, partition_count, text_value, timestamp_ms, topic_name, whole_number
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from . import records
 from .common import (
@@ -332,12 +332,8 @@ def _config_setting(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE in UTF-8 text, got {text!r}") from None
 
 
-def _replication_factor(text: str) -> int:
-    """A replication factor: 1 to 10,000 (librdkafka's NewTopic limit; a broker refuses more than it has)."""
-    value = non_negative_int(text)
-    if not 1 <= value <= MAX_REPLICATION_FACTOR:
-        raise argparse.ArgumentTypeError(f"expected a replication factor from 1 to {MAX_REPLICATION_FACTOR:,}, got {text!r}")
-    return value
+#: A replication factor: 1 to 10,000 (librdkafka's NewTopic limit; a broker refuses more than it has).
+_replication_factor = whole_number(1, MAX_REPLICATION_FACTOR, "a replication factor")
 
 
 def _source_name(source: Any) -> str:
