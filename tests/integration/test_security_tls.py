@@ -227,9 +227,11 @@ def test_tls_settings_that_cannot_work_fail_at_start_naming_the_setting(pki: Pki
         "ssl.principal.mapping.rules": {**base, "ssl.principal.mapping.rules": "RULE:^CN=(.*$/$1/"},
     }
     for message, settings in cases.items():
+        broker = EmbeddedBroker(**settings)
         with pytest.raises(RuntimeError) as failed:
-            EmbeddedBroker(**settings).start()
+            broker.start()
         assert isinstance(failed.value.__cause__, ConfigError) and message in str(failed.value.__cause__), message
+        assert not broker.data_dir.exists(), "a broker that failed to start leaves no temporary directory"
 
 
 def test_a_plaintext_listener_beyond_loopback_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:

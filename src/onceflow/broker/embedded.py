@@ -91,8 +91,10 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._run, name="onceflow-embedded-broker", daemon=True)
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT_S):
+            self.stop()  # and its temporary data directory removed
             raise TimeoutError("the embedded broker did not start in time")
         if self._error is not None:
+            self.stop()
             raise RuntimeError("the embedded broker failed to start") from self._error
         return self
 
