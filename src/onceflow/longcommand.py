@@ -20,7 +20,7 @@ Each run of one of them is a ``Session`` (``Session.run(body)``), which gives it
 * **Cleanup**: the topics (and consumer groups) the command created on a cluster it was given are
   deleted when it ends, whichever way it ends (success, failure, Ctrl-C), unless ``--keep``; then
   one line says what was kept.  Only what it created: a ``--topic`` that already existed stays.
-* **Progress** (``status``): one line on stderr, rewritten in place (``\\r``) at most five times a
+* **Progress** (``status``, a ``progressline.ProgressLine``): one line on stderr, rewritten in place (``\\r``) at most five times a
   second, only when stderr is a terminal.  Piped, nothing extra is written, so the outputs that
   scripts and tests parse stay as they were.  ``say`` prints a line of its own above it.
 
@@ -39,21 +39,19 @@ import logging
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, TextIO, cast
 
 from .clientconfig import NO_SETTINGS, ClientSettings
 from .clienterrors import ClientLog, error_line, preflight
+from .progressline import ProgressLine
 from .tools.common import UsageError, stdout_gone
 
 log = logging.getLogger("onceflow")
 
 #: ``--timeout``'s default: how long the cluster may take to answer the pre-flight, a topic's creation or deletion.
 DEFAULT_TIMEOUT_S = 30.0
-#: Least time between two redraws of the progress line.
-REDRAW_S = 0.2
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130
 
@@ -85,9 +83,7 @@ class Session:
         self.client = with_callbacks(client, self.log.settings())
         self.interrupted = False
         self._stream = stream or sys.stderr
-        self._terminal = self._stream.isatty()
-        self._shown = ""
-        self._drawn_at = 0.0
+        self._progress = ProgressLine(self._stream)
         #: (bootstrap, topics, groups) the command created, to delete at the end.
         self._made: list[tuple[str, list[str], list[str]]] = []
         #: What to run at the end after the cleanup, whichever way the command ends.
@@ -218,25 +214,12 @@ class Session:
     # -- what the user sees meanwhile ----------------------------------------------------
 
     def status(self, text: str) -> None:
-        """The progress line, rewritten in place (terminals only; at most every ``REDRAW_S``)."""
-        if not self._terminal:
-            return
-        now = time.monotonic()
-        if now - self._drawn_at < REDRAW_S:
-            return
-        self._drawn_at = now
-        width = shutil.get_terminal_size((100, 24)).columns - 1
-        self._shown = text[:width]
-        self._stream.write(f"\r{self._shown}\x1b[K")
-        self._stream.flush()
+        """The progress line (``progressline``: terminals only, rewritten in place)."""
+        self._progress.show(text)
 
     def clear(self) -> None:
         """Take the progress line away (before a line of output)."""
-        if self._shown:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._shown = ""
-            self._drawn_at = 0.0
+        self._progress.clear()
 
     def say(self, text: str) -> None:
         """A line on stderr (piped too), above the progress line."""

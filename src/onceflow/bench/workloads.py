@@ -21,13 +21,12 @@ from typing import Any
 
 from ..broker.process import BrokerProcess, free_port
 from ..clientconfig import NO_SETTINGS, ClientSettings
+from ..progressline import REDRAW_S  # how often a waiting workload looks up to report its progress
 from .procstat import cpu_seconds
 
 DEFAULT_PARTITIONS = 6
 DEFAULT_RECORD_SIZE = 1024
 TIMEOUT_S = 120
-#: How often a waiting workload looks up to report its progress (seconds).
-REDRAW_S = 0.2
 
 
 class BenchError(RuntimeError):

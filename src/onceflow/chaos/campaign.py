@@ -41,7 +41,8 @@ from typing import Any
 
 from ..broker.process import FAST_GROUPS, BrokerProcess
 from ..clientconfig import NO_SETTINGS, ClientSettings
-from ..longcommand import REDRAW_S, Session, UsageError
+from ..longcommand import Session, UsageError
+from ..progressline import REDRAW_S
 from .checker import Report, check
 from .history import Recorder
 from .nemesis import Nemesis, Schedule

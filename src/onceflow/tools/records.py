@@ -76,6 +76,7 @@ from ..cliargs import name as name_text
 from ..cliargs import non_negative_int, positive_int, text_value, timestamp_ms, topic_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
 from ..clienterrors import SLICE_S, ClientLog, check_interrupt, deferring_interrupts, kafka_error_text
+from ..progressline import REDRAW_S, ProgressLine, is_terminal
 from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, error_line, key_value, librdkafka_client, missing_topic, to_json
 
 #: Kafka's default transaction.timeout.ms (librdkafka's too).
@@ -93,35 +94,15 @@ _BATCH = 500
 # -- shared --------------------------------------------------------------------------------------
 
 
-class Progress:
-    """A running count on stderr (``\\r``, redrawn at most five times a second), erased when done;
-    nothing at all unless ``enabled``."""
+class Progress(ProgressLine):
+    """A running count of records on stderr (``progressline``), first drawn after a fifth of a second."""
 
     def __init__(self, label: str, enabled: bool, stream: IO[str] | None = None) -> None:
-        self.label, self.enabled = label, enabled
-        self.stream = stream if stream is not None else sys.stderr
-        self.drawn = time.monotonic()  # the first line after a fifth of a second: a quick command shows none
-        self.shown = False
+        super().__init__(stream, enabled, first_after=REDRAW_S)
+        self.label = label
 
     def update(self, count: int) -> None:
-        now = time.monotonic()
-        if self.enabled and now - self.drawn >= 0.2:
-            self.stream.write(f"\r{self.label} {count} records")
-            self.stream.flush()
-            self.drawn, self.shown = now, True
-
-    def clear(self) -> None:
-        if self.shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self.shown = False
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
+        self.show(f"{self.label} {count} records")
 
 
 def _sliced(call: Callable[[float], Any], timeout: float) -> Any:
@@ -818,7 +799,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any] | None:
         headers=[(name, value.encode()) for name, value in args.headers],
     )
     stdin = sys.stdin.buffer
-    progress = Progress("produced", _is_terminal(sys.stderr) and not _is_terminal(sys.stdin))
+    progress = Progress("produced", is_terminal(sys.stderr) and not is_terminal(sys.stdin))
     try:
         done = produce(args.bootstrap_servers, args.topic, lines(stdin), line_format=line_format, partition=args.partition,
                        acks="all" if args.acks == "-1" else args.acks, transactional_id=args.transactional_id,
@@ -848,7 +829,7 @@ def _consume(args: argparse.Namespace) -> None:
         render = lambda message: format_record(message, pieces)  # noqa: E731
     sys.stdout.flush()
     out = sys.stdout.buffer
-    progress = Progress("consumed", _is_terminal(sys.stderr) and not _is_terminal(sys.stdout))
+    progress = Progress("consumed", is_terminal(sys.stderr) and not is_terminal(sys.stdout))
     count = consume(args.bootstrap_servers, args.topic, out, start=start or Start("end"), partitions=args.partitions,
                     group=args.group, isolation_level=args.isolation_level, limit=args.num, exit_at_end=args.exit_at_end,
                     render=render, timeout=args.timeout, client=args.client, progress=progress)
