@@ -22,7 +22,7 @@ then raises ``KeyboardInterrupt`` as Python's own does, unless a client callback
 is what counts: confluent-kafka loses an exception raised inside any librdkafka callback (the call
 runs on, or fails later with "SystemError: ... returned NULL without setting an exception", or with
 whatever error it met meanwhile, e.g. ``_ALL_BROKERS_DOWN``), so every wait on a client is made of
-short slices (at most ``SLICE_S``) after each of which ``check_interrupt()`` raises the recorded
+short slices (at most ``SLICE_S``; ``sliced``) after each of which ``check_interrupt()`` raises the recorded
 interrupt, and a failure after one (``interrupted()``) is reported as the interruption.  A second
 Ctrl-C ends the process at once, by the signal, as it would without us.
 """
@@ -211,34 +211,54 @@ def check_reachable(bootstrap: str, timeout: float) -> None:
 _GIVE_UP = ("_ALL_BROKERS_DOWN", "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 
 
+def sliced(call: Callable[[float], Any], timeout: float, between: Callable[[], None] | None = None) -> Any:
+    """``call(seconds)``, a librdkafka request that takes a timeout, within ``timeout`` in all, made again
+    in slices of at most ``SLICE_S`` while it times out (_TIMED_OUT, or _TRANSPORT as Metadata says
+    it): Ctrl-C is looked for between them, and ``between()`` runs (it may raise).  The last slice's
+    failure is raised."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = call(max(0.01, min(SLICE_S, deadline - time.monotonic())))
+            check_interrupt()
+            return result
+        except KafkaException as exc:
+            check_interrupt()
+            error = exc.args[0] if exc.args else None
+            again = isinstance(error, KafkaError) and error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+            if not again or time.monotonic() >= deadline:
+                raise
+        if between is not None:
+            between()
+
+
 def preflight(bootstrap: str, timeout: float, config: Mapping[str, Any], log: ClientLog) -> None:
     """Return once the cluster answers a metadata request; else raise ``Unreachable`` naming the
     address and why, within ``timeout``: a TCP connection first (``check_reachable``: a refused or
     unknown address at once), then confluent-kafka's metadata request with ``config`` (the user's
     settings, ``log``'s callbacks in), stopping early when the client reports that no bootstrap
     broker can be talked to (a TLS or SASL handshake refused)."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
     check_reachable(bootstrap, timeout)
-    deadline = time.monotonic() + timeout
     admin = AdminClient(dict(config))
-    while True:  # a short wait at a time, between which the client's errors are served and read, and Ctrl-C looked for
-        try:
-            admin.list_topics(timeout=max(0.01, min(SLICE_S, deadline - time.monotonic())))
-            check_interrupt()
-            return
-        except KafkaException as exc:
-            check_interrupt()
-            error = exc.args[0] if exc.args else None
-            if error is None or error.name() not in ("_TIMED_OUT", "_TRANSPORT"):
-                raise Unreachable(log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
+
+    def between() -> None:  # the client's errors served and read: no bootstrap broker left, no need to wait
         admin.poll(0)
         check_interrupt()
         if any(e.split(" ", 1)[0] in _GIVE_UP for e in log.errors):
             raise Unreachable(f"cannot reach {bootstrap}: {log.connection_error()}")
-        if time.monotonic() >= deadline:
-            raise Unreachable(log.explain(f"no answer from {bootstrap} within {timeout:g}s"))
+
+    try:
+        sliced(lambda seconds: admin.list_topics(timeout=seconds), timeout, between)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            raise Unreachable(log.explain(f"no answer from {bootstrap} within {timeout:g}s")) from None
+        raise Unreachable(log.explain(f"cannot reach {bootstrap}: {error_line(exc)}")) from None
 
 
 class _Capture(logging.Handler):

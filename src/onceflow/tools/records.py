@@ -75,7 +75,7 @@ from typing import IO, Any
 from ..cliargs import name as name_text
 from ..cliargs import non_negative_int, positive_int, text_value, timestamp_ms, topic_name
 from ..clientconfig import NO_SETTINGS, ClientSettings
-from ..clienterrors import SLICE_S, ClientLog, check_interrupt, deferring_interrupts, kafka_error_text
+from ..clienterrors import SLICE_S, ClientLog, check_interrupt, deferring_interrupts, kafka_error_text, sliced
 from ..progressline import REDRAW_S, ProgressLine, is_terminal
 from .common import DEFAULT_TIMEOUT_S, ToolError, UsageError, add_command, error_line, key_value, librdkafka_client, missing_topic, to_json
 
@@ -105,32 +105,12 @@ class Progress(ProgressLine):
         self.show(f"{self.label} {count} records")
 
 
-def _sliced(call: Callable[[float], Any], timeout: float) -> Any:
-    """``call(seconds)``, a librdkafka request that takes a timeout, within ``timeout`` in all, made again
-    in slices while it times out (_TIMED_OUT, or _TRANSPORT as Metadata says it): Ctrl-C is looked for
-    between them.  The last slice's failure is raised."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = call(max(0.01, min(SLICE_S, deadline - time.monotonic())))
-            check_interrupt()
-            return result
-        except KafkaException as exc:
-            check_interrupt()
-            error = exc.args[0] if exc.args else None
-            again = isinstance(error, KafkaError) and error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
-            if not again or time.monotonic() >= deadline:
-                raise
-
-
 def _partitions(client: Any, topic: str, timeout: float, said: ClientLog) -> list[int]:
     """The topic's partition ids (Metadata, never creating it); ``missing_topic`` when there is no such topic."""
     from confluent_kafka import KafkaError, KafkaException
 
     try:
-        metadata = _sliced(lambda seconds: client.list_topics(topic=topic, timeout=seconds), timeout)
+        metadata = sliced(lambda seconds: client.list_topics(topic=topic, timeout=seconds), timeout)
     except KafkaException as exc:
         raise ToolError(said.explain(f"topic {topic!r}: {error_line(exc)}")) from exc
     found = metadata.topics.get(topic)
@@ -644,7 +624,7 @@ def _watermarks(consumer: Any, topic: str, partitions: list[int], timeout: float
     for p in partitions:
         where = TopicPartition(topic, p)
         try:
-            marks[p] = _sliced(lambda seconds: consumer.get_watermark_offsets(where, timeout=seconds, cached=False),  # noqa: B023
+            marks[p] = sliced(lambda seconds: consumer.get_watermark_offsets(where, timeout=seconds, cached=False),  # noqa: B023
                                timeout)
         except KafkaException as exc:
             raise ToolError(said.explain(f"the offsets of {topic}-{p}: {error_line(exc)}")) from exc
@@ -663,7 +643,7 @@ def _start_offsets(consumer: Any, topic: str, partitions: list[int], start: Star
     if start.how == "timestamp":
         try:
             wanted = [TopicPartition(topic, p, start.value) for p in partitions]
-            found = _sliced(lambda seconds: consumer.offsets_for_times(wanted, timeout=seconds), timeout)
+            found = sliced(lambda seconds: consumer.offsets_for_times(wanted, timeout=seconds), timeout)
         except KafkaException as exc:
             raise ToolError(said.explain(f"the offsets of {topic} for time {start.value}: {error_line(exc)}")) from exc
         return {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_END for tp in found}
