@@ -256,6 +256,11 @@ def test_a_progress_topic_that_would_expire_is_refused(target: Target) -> None:
         ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(TIMEOUT)
+    # Kafka applies a topic's config through its metadata log: DescribeConfigs may show the old
+    # policy for a moment after AlterConfigs has answered.
+    described = ConfigResource(ResourceType.TOPIC, progress_topic(query))
+    wait_for(lambda: admin.describe_configs([described])[described].result(TIMEOUT)["cleanup.policy"].value == "delete",
+             timeout=TIMEOUT, interval=0.1, what="cleanup.policy=delete described")
     progress._compacted.clear()  # as in a new worker
     sink._room.clear()
     with pytest.raises(SinkRefusal, match="cleanup.policy=delete"):
